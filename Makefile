@@ -1,0 +1,84 @@
+# torch_tpu - every target does its own set-up from a fresh clone
+# (idempotent, fast when already done).
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+BUILD := build
+CC ?= cc
+CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -fPIC -Icsrc -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+CFLAGS ?= -O2 -g
+ifeq ($(CI),true)
+CFLAGS_COMMON += -Werror
+endif
+ENGINE_SRCS := $(wildcard csrc/base/*.c csrc/pjrt/*.c csrc/hlo/*.c csrc/ops/*.c csrc/runtime/*.c)
+ENGINE_OBJS := $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(ENGINE_SRCS))
+ENGINE_HDRS := $(wildcard csrc/*/*.h)
+ENGINE_LIB := $(BUILD)/libtpu_engine.a
+TESTC_SRCS := $(wildcard tests/c/*.c)
+TESTC_BIN := $(BUILD)/test_c
+PYEXT_SRCS := $(wildcard csrc/python/*.c)
+STAMP := $(VENV)/.installed
+SITE = $(shell $(VPY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')
+EXT_SUFFIX = .abi3.so
+PYINC = $(shell $(VPY) -c 'import sysconfig;print(sysconfig.get_paths()["include"])')
+PYEXT := torch_tpu/_C$(EXT_SUFFIX)
+TEST_MODES ?= strict debug fused
+
+.PHONY: all venv build demo test test-c test-py valgrind bench clean
+
+all: build
+
+# ---- python environment -----------------------------------------------------
+$(STAMP): requirements.txt
+	test -x $(VPY) || $(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# ---- C engine -----------------------------------------------------------------
+$(BUILD)/obj/%.o: csrc/%.c $(ENGINE_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -c $< -o $@
+
+$(ENGINE_LIB): $(ENGINE_OBJS)
+	@mkdir -p $(BUILD)
+	rm -f $@ && ar rcs $@ $^
+
+$(TESTC_BIN): $(TESTC_SRCS) $(ENGINE_LIB) $(ENGINE_HDRS)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -Itests/c $(TESTC_SRCS) $(ENGINE_LIB) -ldl -lpthread -lm -o $@
+
+# ---- python extension (limited API) ----------------------------------------------
+$(PYEXT): $(PYEXT_SRCS) $(ENGINE_LIB) $(ENGINE_HDRS) $(STAMP)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -DPy_LIMITED_API=0x030B0000 -I$(PYINC) -shared \
+	  $(PYEXT_SRCS) $(ENGINE_LIB) -ldl -lpthread -lm -o $@
+
+build: $(STAMP) $(ENGINE_LIB) $(TESTC_BIN) $(if $(PYEXT_SRCS),$(PYEXT))
+
+# The C tests find the CPU plugin inside the venv's site-packages.
+test-c: $(STAMP) $(TESTC_BIN)
+	TORCH_TPU_SITE_DIRS=$(SITE) $(TESTC_BIN)
+
+valgrind: $(STAMP) $(TESTC_BIN)
+	TORCH_TPU_SITE_DIRS=$(SITE) TORCH_TPU_VALGRIND=1 valgrind --tool=memcheck --leak-check=full \
+	  --errors-for-leak-kinds=definite --error-exitcode=3 --suppressions=tests/c/valgrind.supp \
+	  --gen-suppressions=no --num-callers=30 $(TESTC_BIN)
+
+test-py: build
+	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
+	  for m in $(TEST_MODES); do echo "== pytest, eager mode $$m"; \
+	    TORCH_TPU_EAGER_MODE=$$m $(VPY) -m pytest -q -x -p no:cacheprovider tests/python || exit $$?; done; \
+	else echo "no python tests yet"; fi
+
+test: build test-c test-py
+
+demo: build
+	@if [ -f examples/train_mlp.py ] && [ -n "$(PYEXT_SRCS)" ]; then $(VPY) examples/train_mlp.py; \
+	else TORCH_TPU_SITE_DIRS=$(SITE) $(BUILD)/demo_c; fi
+
+bench: build
+	$(VPY) bench/run.py
+
+clean:
+	rm -rf $(BUILD) $(PYEXT)

@@ -1,0 +1,44 @@
+/* dtype.h - element types.  The numbers are the PJRT_Buffer_Type codes, so
+ * the pjrt layer passes them through unchanged; hlo spells them as MLIR
+ * element types.  No PJRT header is needed to use this file.
+ */
+#ifndef TPU_BASE_DTYPE_H_
+#define TPU_BASE_DTYPE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum tpu_dtype {
+  TPU_DTYPE_INVALID = 0,
+  TPU_PRED = 1,
+  TPU_S8 = 2,
+  TPU_S16 = 3,
+  TPU_S32 = 4,
+  TPU_S64 = 5,
+  TPU_U8 = 6,
+  TPU_U16 = 7,
+  TPU_U32 = 8,
+  TPU_U64 = 9,
+  TPU_F16 = 10,
+  TPU_F32 = 11,
+  TPU_F64 = 12,
+  TPU_BF16 = 13,
+  TPU_C64 = 14,
+  TPU_C128 = 15,
+} tpu_dtype_t;
+
+#define TPU_MAX_RANK 8
+
+/* Bytes per element; 0 for an invalid type. */
+size_t tpu_dtype_size(tpu_dtype_t dt);
+/* MLIR spelling: "f32", "i1", "ui8", "bf16" ...; "?" if invalid. */
+const char *tpu_dtype_mlir(tpu_dtype_t dt);
+/* Short name for messages: "float32", "bool", "int64" ... (PyTorch names). */
+const char *tpu_dtype_name(tpu_dtype_t dt);
+int tpu_dtype_is_float(tpu_dtype_t dt);   /* f16 bf16 f32 f64 */
+int tpu_dtype_is_int(tpu_dtype_t dt);     /* signed or unsigned integers, not pred */
+int tpu_dtype_is_signed(tpu_dtype_t dt);  /* s* and floats */
+int tpu_dtype_is_complex(tpu_dtype_t dt);
+int tpu_dtype_valid(int code);
+
+#endif /* TPU_BASE_DTYPE_H_ */

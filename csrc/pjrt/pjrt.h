@@ -1,0 +1,143 @@
+/* pjrt.h - the engine's view of a PJRT plugin.
+ *
+ * This layer is the ONLY code that touches the PJRT C ABI (declared, for
+ * what we call only, in pjrt_abi.h).  It knows nothing of PyTorch.  Every
+ * PJRT error is converted into a tpu_status_t (code + message + context) and
+ * destroyed here; every PJRT event is awaited or destroyed here.
+ *
+ * Objects:
+ *   tpu_pjrt_client_t  one loaded plugin + one client + its devices
+ *   tpu_pjrt_buffer_t  one device array (owns one PJRT_Buffer)
+ *   tpu_pjrt_exec_t    one loaded executable + its output signature
+ * The client must outlive every buffer and executable made from it.
+ * Functions are thread-compatible: callers serialise access to one client
+ * (the runtime holds the process-wide lock).
+ */
+#ifndef TPU_PJRT_PJRT_H_
+#define TPU_PJRT_PJRT_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/dtype.h"
+#include "base/status.h"
+
+typedef struct tpu_pjrt_client tpu_pjrt_client_t;
+typedef struct tpu_pjrt_buffer tpu_pjrt_buffer_t;
+typedef struct tpu_pjrt_exec tpu_pjrt_exec_t;
+
+/* ---- plugin discovery / client ------------------------------------------ */
+
+/* A named client-create option (PJRT_NamedValue). */
+typedef enum { TPU_PJRT_OPT_INT64, TPU_PJRT_OPT_STRING, TPU_PJRT_OPT_BOOL, TPU_PJRT_OPT_FLOAT } tpu_pjrt_opt_kind_t;
+typedef struct tpu_pjrt_option {
+  const char *name;
+  tpu_pjrt_opt_kind_t kind;
+  int64_t i;        /* INT64 / BOOL */
+  const char *s;    /* STRING */
+  double f;         /* FLOAT */
+} tpu_pjrt_option_t;
+
+/* Loads the plugin at `plugin_path` (dlopen + GetPjrtApi), checks its
+ * version and that every slot we call is present (error names the slot and
+ * both versions), initialises it and creates a client with `options`.
+ * Errors: NOT_FOUND (no file), INVALID_ARGUMENT (not a PJRT plugin),
+ * FAILED_PRECONDITION (too old), or the plugin's own error. */
+tpu_status_t tpu_pjrt_client_create(const char *plugin_path,
+                                    const tpu_pjrt_option_t *options, size_t num_options,
+                                    tpu_pjrt_client_t **out_client);
+/* Destroys the client.  All its buffers/executables must be destroyed first. */
+void tpu_pjrt_client_destroy(tpu_pjrt_client_t *client);
+
+/* Searches for a plugin when none is given: $TORCH_TPU_PJRT_PLUGIN, then
+ * libtpu when a TPU is present (/dev/accel* or /dev/vfio), then the XLA CPU
+ * plugin inside an installed `xla-cpu-pjrt` (`xla_plugins/xla_cpu_pjrt/
+ * xla_cpu_pjrt.so` under each entry of `search_dirs`, a ':'-separated list of
+ * site-packages folders; may be NULL).  The path is written into out_path. */
+tpu_status_t tpu_pjrt_find_plugin(const char *search_dirs, char *out_path, size_t out_size);
+
+int tpu_pjrt_client_device_count(const tpu_pjrt_client_t *client);
+/* "cpu", "cuda", "tpu" ... (lowercase); owned by the client. */
+const char *tpu_pjrt_client_platform(const tpu_pjrt_client_t *client);
+/* Plugin identity for cache keys: "platform|platform_version|api 0.N|xla_version|path". */
+const char *tpu_pjrt_client_identity(const tpu_pjrt_client_t *client);
+int tpu_pjrt_client_api_minor(const tpu_pjrt_client_t *client);
+const char *tpu_pjrt_client_plugin_path(const tpu_pjrt_client_t *client);
+
+/* ---- buffers -------------------------------------------------------------- */
+
+/* Copies dense row-major host data to device `device` (0..count-1).  The
+ * host memory may be reused when this returns.  rank 0 and zero-size work. */
+tpu_status_t tpu_pjrt_buffer_from_host(tpu_pjrt_client_t *client, int device,
+                                       tpu_dtype_t dtype, const int64_t *dims, int rank,
+                                       const void *data, tpu_pjrt_buffer_t **out_buffer);
+/* Copies the whole buffer to dense row-major host memory (waits).
+ * dst_size must equal the buffer's byte size. */
+tpu_status_t tpu_pjrt_buffer_to_host(tpu_pjrt_buffer_t *buffer, void *dst, size_t dst_size);
+/* Waits until the buffer's value is computed; returns a failed computation's error. */
+tpu_status_t tpu_pjrt_buffer_await(tpu_pjrt_buffer_t *buffer);
+void tpu_pjrt_buffer_destroy(tpu_pjrt_buffer_t *buffer);
+
+tpu_dtype_t tpu_pjrt_buffer_dtype(const tpu_pjrt_buffer_t *buffer);
+int tpu_pjrt_buffer_rank(const tpu_pjrt_buffer_t *buffer);
+const int64_t *tpu_pjrt_buffer_dims(const tpu_pjrt_buffer_t *buffer);
+int64_t tpu_pjrt_buffer_numel(const tpu_pjrt_buffer_t *buffer);
+size_t tpu_pjrt_buffer_nbytes(const tpu_pjrt_buffer_t *buffer);
+int tpu_pjrt_buffer_device(const tpu_pjrt_buffer_t *buffer);
+/* Number of live tpu_pjrt_buffer_t in the process (for leak tests). */
+int64_t tpu_pjrt_live_buffers(void);
+
+/* ---- compile / execute ---------------------------------------------------- */
+
+typedef struct tpu_pjrt_compile_options {
+  int num_replicas;            /* 0 or 1 = single device */
+  int num_partitions;          /* 0 = 1 */
+  /* Replica r runs on device_ids[r] (addressable index); NULL = 0..n-1. */
+  const int *device_ids;
+  /* Single-device programs: compile portable, the device chosen at execute. */
+  bool portable;
+} tpu_pjrt_compile_options_t;
+
+/* Compiles StableHLO text (MLIR).  A malformed program returns
+ * INVALID_ARGUMENT carrying the plugin's parser diagnostic. */
+tpu_status_t tpu_pjrt_compile(tpu_pjrt_client_t *client, const char *mlir, size_t mlir_size,
+                              const tpu_pjrt_compile_options_t *options,
+                              tpu_pjrt_exec_t **out_exec);
+void tpu_pjrt_exec_destroy(tpu_pjrt_exec_t *exec);
+
+/* Output signature, read once at compile/load time. */
+int tpu_pjrt_exec_num_outputs(const tpu_pjrt_exec_t *exec);
+int tpu_pjrt_exec_num_replicas(const tpu_pjrt_exec_t *exec);
+tpu_dtype_t tpu_pjrt_exec_output_dtype(const tpu_pjrt_exec_t *exec, int i);
+int tpu_pjrt_exec_output_rank(const tpu_pjrt_exec_t *exec, int i);
+const int64_t *tpu_pjrt_exec_output_dims(const tpu_pjrt_exec_t *exec, int i);
+/* Bytes of host memory the serialized form would take, if known (0 otherwise). */
+size_t tpu_pjrt_exec_code_size(const tpu_pjrt_exec_t *exec);
+
+typedef struct tpu_pjrt_execute_options {
+  /* Portable single-device executables: the device to run on. */
+  int device;
+  /* Inputs that must NOT be donated even if the program declares aliasing. */
+  const int64_t *non_donatable;
+  size_t num_non_donatable;
+  /* Wait for completion before returning (debug mode). */
+  bool wait;
+} tpu_pjrt_execute_options_t;
+
+/* Runs `exec`.  args[d][i]: input i for device list d (num_lists lists of
+ * num_args each; num_lists = number of replicas, 1 for single-device).
+ * out_outputs[d][o] receives new buffers, num_outputs per list; the caller
+ * owns them.  Checks count, dtype and dims of every argument against the
+ * program and returns INVALID_ARGUMENT naming the argument on mismatch. */
+tpu_status_t tpu_pjrt_execute(tpu_pjrt_exec_t *exec, tpu_pjrt_buffer_t *const *const *args,
+                              size_t num_lists, size_t num_args,
+                              const tpu_pjrt_execute_options_t *options,
+                              tpu_pjrt_buffer_t **const *out_outputs);
+
+/* Serialize to bytes (free() them) / load bytes made by the same plugin. */
+tpu_status_t tpu_pjrt_exec_serialize(tpu_pjrt_exec_t *exec, void **out_bytes, size_t *out_size);
+tpu_status_t tpu_pjrt_exec_deserialize(tpu_pjrt_client_t *client, const void *bytes, size_t size,
+                                       tpu_pjrt_exec_t **out_exec);
+
+#endif /* TPU_PJRT_PJRT_H_ */
