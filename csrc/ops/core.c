@@ -1,0 +1,290 @@
+/* core.c - the rules the runtime itself needs: reading and writing views of
+ * a storage, dtype conversion for copies, fills.
+ *
+ * View attrs layout (view_read, view_write):
+ *   ints = [rank, sizes[rank]..., strides[rank]..., offset]
+ * The base input is the storage's current value, any shape; its elements are
+ * addressed in flat row-major order (the PyTorch storage layout).
+ */
+#include <string.h>
+
+#include "ops/ops.h"
+
+typedef struct {
+  int rank;
+  int64_t sizes[TPU_MAX_RANK], strides[TPU_MAX_RANK], offset;
+  int64_t numel;
+} core_view_t;
+
+static int core_read_view(tpu_op_ctx_t *c, int first, core_view_t *v) {
+  int64_t rank = tpu_op_int(c, first);
+  if (rank < 0 || rank > TPU_MAX_RANK || tpu_op_nints(c) < first + 2 + 2 * rank) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: malformed view attributes", c->name);
+    return 0;
+  }
+  v->rank = (int)rank;
+  v->numel = 1;
+  for (int i = 0; i < v->rank; i++) {
+    v->sizes[i] = tpu_op_int(c, first + 1 + i);
+    v->strides[i] = tpu_op_int(c, first + 1 + v->rank + i);
+    v->numel *= v->sizes[i];
+  }
+  v->offset = tpu_op_int(c, first + 1 + 2 * v->rank);
+  return 1;
+}
+
+/* Flat element indices (s64, shape sizes) of a view. */
+static tpu_hlo_value_t core_view_indices(tpu_hlo_func_t *f, const core_view_t *v) {
+  tpu_hlo_type_t it = tpu_hlo_type_make(TPU_S64, v->rank, v->sizes);
+  tpu_hlo_value_t acc = tpu_hlo_constant_i64(f, it, v->offset);
+  for (int d = 0; d < v->rank; d++) {
+    if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
+    tpu_hlo_value_t io = tpu_hlo_iota(f, it, d);
+    tpu_hlo_value_t st = tpu_hlo_constant_i64(f, it, v->strides[d]);
+    acc = tpu_hlo_binary(f, "add", acc, tpu_hlo_binary(f, "multiply", io, st));
+  }
+  return acc;
+}
+
+static bool core_is_contiguous(const core_view_t *v) {
+  int64_t expect = 1;
+  for (int d = v->rank - 1; d >= 0; d--) {
+    if (v->sizes[d] != 1 && v->strides[d] != expect) return false;
+    expect *= v->sizes[d];
+  }
+  return true;
+}
+
+/* If the view is a permutation of a contiguous block, fills perm (order of
+ * dims by decreasing stride, size-1 dims last) and returns true. */
+static bool core_is_permuted(const core_view_t *v, int64_t *perm) {
+  int n = 0;
+  for (int d = 0; d < v->rank; d++)
+    if (v->sizes[d] != 1) perm[n++] = d;
+  /* insertion sort by stride descending */
+  for (int i = 1; i < n; i++) {
+    int64_t x = perm[i];
+    int j = i - 1;
+    while (j >= 0 && v->strides[perm[j]] < v->strides[x]) {
+      perm[j + 1] = perm[j];
+      j--;
+    }
+    perm[j + 1] = x;
+  }
+  int64_t expect = 1;
+  for (int i = n - 1; i >= 0; i--) {
+    if (v->strides[perm[i]] != expect) return false;
+    expect *= v->sizes[perm[i]];
+  }
+  for (int d = 0; d < v->rank; d++)
+    if (v->sizes[d] == 1) perm[n++] = d;
+  return true;
+}
+
+static tpu_hlo_value_t core_flat(tpu_hlo_func_t *f, tpu_hlo_value_t x) {
+  const tpu_hlo_type_t *t = tpu_hlo_type_of(f, x);
+  if (!t) return TPU_HLO_NONE;
+  if (t->rank == 1) return x;
+  int64_t n = tpu_hlo_type_numel(t);
+  return tpu_hlo_reshape(f, x, 1, &n);
+}
+
+static bool core_same_dims(const tpu_hlo_type_t *t, const core_view_t *v) {
+  if (t->rank != v->rank) return false;
+  for (int d = 0; d < v->rank; d++)
+    if (t->dims[d] != v->sizes[d]) return false;
+  return true;
+}
+
+static void rule_view_read(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  core_view_t v;
+  if (!core_read_view(c, 0, &v)) return;
+  tpu_hlo_value_t base = c->in[0];
+  const tpu_hlo_type_t *bt = tpu_hlo_type_of(f, base);
+  int64_t n = tpu_hlo_type_numel(bt);
+  tpu_hlo_type_t out_t = tpu_hlo_type_make(bt->dtype, v.rank, v.sizes);
+  if (v.numel == 0) {
+    tpu_op_set_output(c, tpu_hlo_constant(f, out_t, 0));
+    return;
+  }
+  /* bounds: the largest element addressed must be inside the storage */
+  int64_t hi = v.offset, lo = v.offset;
+  for (int d = 0; d < v.rank; d++) {
+    int64_t ext = (v.sizes[d] - 1) * v.strides[d];
+    if (ext > 0) hi += ext; else lo += ext;
+  }
+  if (lo < 0 || hi >= n) {
+    tpu_op_fail(c, TPU_OUT_OF_RANGE, "view_read: view (offset %lld) addresses elements [%lld, %lld] of a storage of %lld",
+                (long long)v.offset, (long long)lo, (long long)hi, (long long)n);
+    return;
+  }
+  if (v.offset == 0 && v.numel == n && core_is_contiguous(&v)) {
+    tpu_op_set_output(c, core_same_dims(bt, &v) ? base : tpu_hlo_reshape(f, base, v.rank, v.sizes));
+    return;
+  }
+  /* broadcast (stride 0) dims: read the view without them, then broadcast */
+  core_view_t r = v;
+  int nb = 0;
+  for (int d = 0; d < v.rank; d++)
+    if (v.sizes[d] > 1 && v.strides[d] == 0) {
+      r.sizes[d] = 1;
+      nb++;
+    }
+  r.numel = 1;
+  for (int d = 0; d < r.rank; d++) r.numel *= r.sizes[d];
+  tpu_hlo_value_t flat = core_flat(f, base);
+  tpu_hlo_value_t res;
+  int64_t perm[TPU_MAX_RANK];
+  if (core_is_contiguous(&r)) {
+    int64_t st = r.offset, lim = r.offset + r.numel, one = 1;
+    res = tpu_hlo_slice(f, flat, &st, &lim, &one);
+    res = tpu_hlo_reshape(f, res, r.rank, r.sizes);
+  } else if (core_is_permuted(&r, perm)) {
+    int64_t st = r.offset, lim = r.offset + r.numel, one = 1;
+    int64_t psizes[TPU_MAX_RANK], inv[TPU_MAX_RANK];
+    for (int i = 0; i < r.rank; i++) psizes[i] = r.sizes[perm[i]];
+    for (int i = 0; i < r.rank; i++) inv[perm[i]] = i;
+    res = tpu_hlo_slice(f, flat, &st, &lim, &one);
+    res = tpu_hlo_reshape(f, res, r.rank, psizes);
+    res = tpu_hlo_transpose(f, res, inv);
+  } else {
+    tpu_hlo_value_t idx = core_view_indices(f, &r);
+    int64_t idims[TPU_MAX_RANK + 1];
+    memcpy(idims, r.sizes, sizeof(int64_t) * r.rank);
+    idims[r.rank] = 1;
+    idx = tpu_hlo_reshape(f, idx, r.rank + 1, idims);
+    tpu_hlo_gather_dims_t g;
+    memset(&g, 0, sizeof(g));
+    g.ncollapsed = 1;
+    g.collapsed_slice_dims[0] = 0;
+    g.nstart_map = 1;
+    g.start_index_map[0] = 0;
+    g.index_vector_dim = r.rank;
+    g.slice_sizes[0] = 1;
+    res = tpu_hlo_gather(f, flat, idx, &g);
+  }
+  if (nb) {
+    int64_t bd[TPU_MAX_RANK];
+    for (int d = 0; d < v.rank; d++) bd[d] = d;
+    res = tpu_hlo_broadcast_in_dim(f, res, out_t, bd);
+  }
+  tpu_op_set_output(c, res);
+}
+
+/* view_write: in[0] base, in[1] src (broadcastable to the view; same dtype
+ * as the base - the caller converts).  Output: the new base value, same
+ * type as in[0]. */
+static void rule_view_write(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  core_view_t v;
+  if (!core_read_view(c, 0, &v)) return;
+  tpu_hlo_value_t base = c->in[0];
+  const tpu_hlo_type_t *bt0 = tpu_hlo_type_of(f, base);
+  tpu_hlo_type_t bt = *bt0;
+  int64_t n = tpu_hlo_type_numel(&bt);
+  tpu_hlo_value_t src = tpu_hlo_cast(f, c->in[1], bt.dtype);
+  if (v.numel == 0) {
+    tpu_op_set_output(c, base);
+    return;
+  }
+  const tpu_hlo_type_t *st0 = tpu_hlo_type_of(f, src);
+  if (!st0) return;
+  if (st0->rank > v.rank) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "copy_: source of rank %d cannot be broadcast to a destination of rank %d",
+                st0->rank, v.rank);
+    return;
+  }
+  src = tpu_hlo_broadcast_to(f, src, v.rank, v.sizes);
+  if (v.offset == 0 && v.numel == n && core_is_contiguous(&v)) {
+    tpu_op_set_output(c, tpu_hlo_reshape(f, src, bt.rank, bt.dims));
+    return;
+  }
+  tpu_hlo_value_t flat = core_flat(f, base);
+  tpu_hlo_value_t res;
+  int64_t perm[TPU_MAX_RANK];
+  tpu_hlo_type_t s64 = tpu_hlo_type_scalar(TPU_S64);
+  bool has_bcast = false;
+  for (int d = 0; d < v.rank; d++)
+    if (v.sizes[d] > 1 && v.strides[d] == 0) has_bcast = true;
+  if (!has_bcast && core_is_contiguous(&v)) {
+    tpu_hlo_value_t upd = tpu_hlo_reshape(f, src, 1, &v.numel);
+    tpu_hlo_value_t start = tpu_hlo_constant_i64(f, s64, v.offset);
+    res = tpu_hlo_dynamic_update_slice(f, flat, upd, &start);
+  } else if (!has_bcast && core_is_permuted(&v, perm)) {
+    tpu_hlo_value_t upd = tpu_hlo_transpose(f, src, perm);
+    upd = tpu_hlo_reshape(f, upd, 1, &v.numel);
+    tpu_hlo_value_t start = tpu_hlo_constant_i64(f, s64, v.offset);
+    res = tpu_hlo_dynamic_update_slice(f, flat, upd, &start);
+  } else {
+    tpu_hlo_value_t idx = core_view_indices(f, &v);
+    int64_t idims[2] = {v.numel, 1};
+    idx = tpu_hlo_reshape(f, idx, 2, idims);
+    tpu_hlo_value_t upd = tpu_hlo_reshape(f, src, 1, &v.numel);
+    tpu_hlo_scatter_dims_t s;
+    memset(&s, 0, sizeof(s));
+    s.ninserted = 1;
+    s.inserted_window_dims[0] = 0;
+    s.nscatter_map = 1;
+    s.scatter_dims_to_operand_dims[0] = 0;
+    s.index_vector_dim = 1;
+    res = tpu_hlo_scatter(f, flat, idx, upd, &s, "replace");
+  }
+  if (bt.rank != 1) res = tpu_hlo_reshape(f, res, bt.rank, bt.dims);
+  tpu_op_set_output(c, res);
+}
+
+/* to_dtype: ints = [dtype].  PyTorch conversion semantics: float -> int
+ * truncates toward zero (StableHLO convert does), x -> bool is x != 0. */
+static void rule_to_dtype(tpu_op_ctx_t *c) {
+  tpu_dtype_t to = (tpu_dtype_t)tpu_op_int(c, 0);
+  tpu_hlo_value_t x = c->in[0];
+  const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, x);
+  if (!t) return;
+  if (to == TPU_PRED && t->dtype != TPU_PRED) {
+    tpu_hlo_value_t zero = tpu_hlo_constant(c->f, *t, 0);
+    tpu_op_set_output(c, tpu_hlo_compare(c->f, "NE", x, zero));
+    return;
+  }
+  tpu_op_set_output(c, tpu_hlo_cast(c->f, x, to));
+}
+
+/* full: in[0] 0-d fill value (runtime scalar); ints = [dtype, rank, dims...]. */
+static void rule_full(tpu_op_ctx_t *c) {
+  tpu_dtype_t dt = (tpu_dtype_t)tpu_op_int(c, 0);
+  int64_t rank = tpu_op_int(c, 1);
+  if (rank < 0 || rank > TPU_MAX_RANK || tpu_op_nints(c) < 2 + rank) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "full: bad shape attributes");
+    return;
+  }
+  int64_t dims[TPU_MAX_RANK];
+  for (int i = 0; i < rank; i++) {
+    dims[i] = tpu_op_int(c, 2 + i);
+    if (dims[i] < 0) {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "full: Trying to create tensor with negative dimension %lld",
+                  (long long)dims[i]);
+      return;
+    }
+  }
+  tpu_hlo_value_t v = c->in[0];
+  if (dt == TPU_PRED) {
+    const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, v);
+    if (t && t->dtype != TPU_PRED) v = tpu_hlo_compare(c->f, "NE", v, tpu_hlo_constant(c->f, *t, 0));
+  } else {
+    v = tpu_hlo_cast(c->f, v, dt);
+  }
+  tpu_hlo_type_t out = tpu_hlo_type_make(dt, (int)rank, dims);
+  tpu_op_set_output(c, tpu_hlo_broadcast_in_dim(c->f, v, out, NULL));
+}
+
+/* identity: returns its input (a contiguous copy materialises a view). */
+static void rule_identity(tpu_op_ctx_t *c) { tpu_op_set_output(c, c->in[0]); }
+
+const tpu_op_rule_t tpu_rules_core[] = {
+    {"view_read", rule_view_read, 1, 1},
+    {"view_write", rule_view_write, 2, 2},
+    {"to_dtype", rule_to_dtype, 1, 1},
+    {"full", rule_full, 1, 1},
+    {"identity", rule_identity, 1, 1},
+    {NULL, NULL, 0, 0},
+};

@@ -1,0 +1,399 @@
+/* linalg.c - matrix products (see ops.h for how a rule is written).
+ *
+ * Every product is one stablehlo.dot_general.  bf16/f16 operands accumulate
+ * in f32 (dot_general result type f32, then one convert), as PyTorch CPU
+ * does; the add/scale of the addmm family also runs in f32 and rounds once.
+ *
+ * The addmm family takes beta and alpha as runtime 0-d inputs (any numeric
+ * dtype; converted to the compute type).  As in PyTorch, beta == 0 ignores
+ * `self` entirely (NaN/inf in self do not propagate): the rule selects 0 at
+ * run time when beta is 0, so one program serves every beta.
+ *
+ * Products of integer tensors are computed in the integer type (wraps like
+ * PyTorch); bool and complex are rejected with PyTorch's message.
+ *
+ * The `matmul` rule implements numpy/PyTorch matmul (1-d promotion, batch
+ * broadcasting) in one dot_general; aten::matmul itself is
+ * CompositeImplicitAutograd (it decomposes into mm/bmm/_unsafe_view before
+ * reaching a backend) so eager never calls it, but torch.compile graphs may.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/ops.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static tpu_dtype_t la_acc(tpu_dtype_t dt) { return (dt == TPU_BF16 || dt == TPU_F16) ? TPU_F32 : dt; }
+
+static const char *la_shape(const tpu_hlo_type_t *t, char *buf, size_t n) {
+  size_t k = 0;
+  buf[0] = 0;
+  k += (size_t)snprintf(buf + k, n - k, "[");
+  for (int i = 0; i < t->rank && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+static const char *la_torch_type(tpu_dtype_t dt) {
+  switch (dt) {
+    case TPU_F32: return "Float";
+    case TPU_F64: return "Double";
+    case TPU_F16: return "Half";
+    case TPU_BF16: return "BFloat16";
+    case TPU_S64: return "Long";
+    case TPU_S32: return "Int";
+    case TPU_S16: return "Short";
+    case TPU_S8: return "Char";
+    case TPU_U8: return "Byte";
+    case TPU_PRED: return "Bool";
+    default: return tpu_dtype_name(dt);
+  }
+}
+
+static int la_check_dtype(tpu_op_ctx_t *c, tpu_dtype_t dt) {
+  if (dt == TPU_PRED || tpu_dtype_is_complex(dt) || dt == TPU_DTYPE_INVALID) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: \"%s\" not implemented for '%s'", c->name, c->name,
+                la_torch_type(dt));
+    return 0;
+  }
+  return 1;
+}
+
+static int la_same_dtype(tpu_op_ctx_t *c, const tpu_hlo_type_t *a, const tpu_hlo_type_t *b) {
+  if (a->dtype != b->dtype) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                "%s: expected m1 and m2 to have the same dtype, but got: %s != %s", c->name,
+                tpu_dtype_name(a->dtype), tpu_dtype_name(b->dtype));
+    return 0;
+  }
+  return la_check_dtype(c, a->dtype);
+}
+
+/* A dot_general in the accumulation type. */
+static tpu_hlo_value_t la_dot(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t b, const tpu_hlo_dot_dims_t *dd) {
+  const tpu_hlo_type_t *ta = tpu_hlo_type_of(c->f, a);
+  if (!ta) return TPU_HLO_NONE;
+  tpu_dtype_t acc = la_acc(ta->dtype);
+  return tpu_hlo_dot_general(c->f, a, b, dd, acc == ta->dtype ? TPU_DTYPE_INVALID : acc);
+}
+
+/* 0-d input i converted to dt and broadcast to `shape`. */
+static tpu_hlo_value_t la_scalar_in(tpu_op_ctx_t *c, int i, tpu_dtype_t dt, const tpu_hlo_type_t *shape) {
+  tpu_hlo_value_t s = tpu_hlo_cast(c->f, c->in[i], dt);
+  return tpu_hlo_broadcast_to(c->f, s, shape->rank, shape->dims);
+}
+
+/* out = beta * self + alpha * prod, with beta == 0 ignoring self.  prod is
+ * in the accumulation type; result converted to out_dt.  Inputs: self at
+ * index is, beta at ib, alpha at ia. */
+static void la_finish_add(tpu_op_ctx_t *c, tpu_hlo_value_t prod, int is, int ib, int ia, tpu_dtype_t out_dt) {
+  tpu_hlo_func_t *f = c->f;
+  const tpu_hlo_type_t *tp = tpu_hlo_type_of(f, prod);
+  if (!tp) return;
+  tpu_hlo_type_t pt = *tp;
+  tpu_dtype_t acc = pt.dtype;
+  const tpu_hlo_type_t *ts = tpu_op_in_type(c, is);
+  /* self must broadcast to the product's shape (not the other way). */
+  if (ts->rank > pt.rank) goto bad;
+  for (int d = 0; d < ts->rank; d++) {
+    int64_t sd = ts->dims[d], od = pt.dims[pt.rank - ts->rank + d];
+    if (sd != od && sd != 1) goto bad;
+  }
+  {
+    tpu_hlo_value_t self = tpu_hlo_broadcast_to(f, tpu_hlo_cast(f, c->in[is], acc), pt.rank, pt.dims);
+    tpu_hlo_value_t beta = la_scalar_in(c, ib, acc, &pt);
+    tpu_hlo_value_t alpha = la_scalar_in(c, ia, acc, &pt);
+    tpu_hlo_value_t zero = tpu_hlo_constant(f, pt, 0.0);
+    tpu_hlo_value_t bs = tpu_hlo_binary(f, "multiply", beta, self);
+    bs = tpu_hlo_select(f, tpu_hlo_compare(f, "EQ", beta, zero), zero, bs);
+    tpu_hlo_value_t r = tpu_hlo_binary(f, "add", bs, tpu_hlo_binary(f, "multiply", alpha, prod));
+    tpu_op_set_output(c, tpu_hlo_cast(f, r, out_dt));
+    return;
+  }
+bad : {
+  char b1[128], b2[128];
+  tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+              "%s: The expanded size of the tensor (%s) is incompatible with the product of shape %s",
+              c->name, la_shape(ts, b1, sizeof b1), la_shape(&pt, b2, sizeof b2));
+}
+}
+
+/* [n,k] x [k,m] (batch dims: nb leading) -> product in the acc type. */
+static tpu_hlo_value_t la_batched_mm(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t b, int nb) {
+  tpu_hlo_dot_dims_t dd;
+  memset(&dd, 0, sizeof dd);
+  dd.nbatch = nb;
+  for (int i = 0; i < nb; i++) dd.lhs_batch[i] = dd.rhs_batch[i] = i;
+  dd.ncontract = 1;
+  dd.lhs_contract[0] = nb + 1;
+  dd.rhs_contract[0] = nb;
+  return la_dot(c, a, b, &dd);
+}
+
+static int la_check_mm(tpu_op_ctx_t *c, const tpu_hlo_type_t *a, const tpu_hlo_type_t *b, int nb,
+                       const char *an, const char *bn) {
+  if (a->rank != nb + 2) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: %s must be a %s, got %dD tensor", c->name, an,
+                nb ? "3D tensor" : "matrix", a->rank);
+    return 0;
+  }
+  if (b->rank != nb + 2) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: %s must be a %s, got %dD tensor", c->name, bn,
+                nb ? "3D tensor" : "matrix", b->rank);
+    return 0;
+  }
+  if (nb && a->dims[0] != b->dims[0]) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                "%s: Expected size for first two dimensions of batch2 tensor to be: [%lld, %lld] but "
+                "got: [%lld, %lld].",
+                c->name, (long long)a->dims[0], (long long)a->dims[2], (long long)b->dims[0],
+                (long long)b->dims[1]);
+    return 0;
+  }
+  if (a->dims[nb + 1] != b->dims[nb]) {
+    if (nb) {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                  "%s: Expected size for first two dimensions of batch2 tensor to be: [%lld, %lld] "
+                  "but got: [%lld, %lld].",
+                  c->name, (long long)a->dims[0], (long long)a->dims[2], (long long)b->dims[0],
+                  (long long)b->dims[1]);
+    } else {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+                  c->name, (long long)a->dims[0], (long long)a->dims[1], (long long)b->dims[0],
+                  (long long)b->dims[1]);
+    }
+    return 0;
+  }
+  return la_same_dtype(c, a, b);
+}
+
+/* ---- rules ------------------------------------------------------------------ */
+
+/* mm: inputs (self [n,k], mat2 [k,m]) -> [n,m].  No attrs. */
+static void rule_mm(tpu_op_ctx_t *c) {
+  const tpu_hlo_type_t *a = tpu_op_in_type(c, 0), *b = tpu_op_in_type(c, 1);
+  if (!la_check_mm(c, a, b, 0, "self", "mat2")) return;
+  tpu_op_set_output(c, tpu_hlo_cast(c->f, la_batched_mm(c, c->in[0], c->in[1], 0), a->dtype));
+}
+
+/* bmm: inputs (self [b,n,k], mat2 [b,k,m]) -> [b,n,m].  No attrs. */
+static void rule_bmm(tpu_op_ctx_t *c) {
+  const tpu_hlo_type_t *a = tpu_op_in_type(c, 0), *b = tpu_op_in_type(c, 1);
+  if (!la_check_mm(c, a, b, 1, "batch1", "batch2")) return;
+  tpu_op_set_output(c, tpu_hlo_cast(c->f, la_batched_mm(c, c->in[0], c->in[1], 1), a->dtype));
+}
+
+/* addmm: inputs (self, mat1 [n,k], mat2 [k,m], beta, alpha) ->
+ * beta*self + alpha*(mat1@mat2), self broadcast to [n,m].  No attrs. */
+static void rule_addmm(tpu_op_ctx_t *c) {
+  const tpu_hlo_type_t *a = tpu_op_in_type(c, 1), *b = tpu_op_in_type(c, 2);
+  if (!la_check_mm(c, a, b, 0, "mat1", "mat2")) return;
+  la_finish_add(c, la_batched_mm(c, c->in[1], c->in[2], 0), 0, 3, 4, a->dtype);
+}
+
+/* baddbmm: inputs (self, batch1 [b,n,k], batch2 [b,k,m], beta, alpha). */
+static void rule_baddbmm(tpu_op_ctx_t *c) {
+  const tpu_hlo_type_t *a = tpu_op_in_type(c, 1), *b = tpu_op_in_type(c, 2);
+  if (!la_check_mm(c, a, b, 1, "batch1", "batch2")) return;
+  la_finish_add(c, la_batched_mm(c, c->in[1], c->in[2], 1), 0, 3, 4, a->dtype);
+}
+
+/* addbmm: inputs (self, batch1 [b,n,k], batch2 [b,k,m], beta, alpha) ->
+ * beta*self + alpha*sum_b(batch1[b]@batch2[b]) : [n,m]. */
+static void rule_addbmm(tpu_op_ctx_t *c) {
+  const tpu_hlo_type_t *a = tpu_op_in_type(c, 1), *b = tpu_op_in_type(c, 2);
+  if (!la_check_mm(c, a, b, 1, "batch1", "batch2")) return;
+  tpu_hlo_dot_dims_t dd;
+  memset(&dd, 0, sizeof dd);
+  dd.ncontract = 2;
+  dd.lhs_contract[0] = 0;
+  dd.lhs_contract[1] = 2;
+  dd.rhs_contract[0] = 0;
+  dd.rhs_contract[1] = 1;
+  la_finish_add(c, la_dot(c, c->in[1], c->in[2], &dd), 0, 3, 4, a->dtype);
+}
+
+static int la_check_mv(tpu_op_ctx_t *c, const tpu_hlo_type_t *m, const tpu_hlo_type_t *v) {
+  if (m->rank != 2 || v->rank != 1) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: vector + matrix @ vector expected, got %d, %d", c->name,
+                m->rank, v->rank);
+    return 0;
+  }
+  if (m->dims[1] != v->dims[0]) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: size mismatch, got input (%lld), mat (%lldx%lld), vec (%lld)",
+                c->name, (long long)m->dims[0], (long long)m->dims[0], (long long)m->dims[1],
+                (long long)v->dims[0]);
+    return 0;
+  }
+  return la_same_dtype(c, m, v);
+}
+
+static tpu_hlo_value_t la_mv(tpu_op_ctx_t *c, tpu_hlo_value_t m, tpu_hlo_value_t v) {
+  tpu_hlo_dot_dims_t dd;
+  memset(&dd, 0, sizeof dd);
+  dd.ncontract = 1;
+  dd.lhs_contract[0] = 1;
+  dd.rhs_contract[0] = 0;
+  return la_dot(c, m, v, &dd);
+}
+
+/* mv: inputs (self [n,m], vec [m]) -> [n]. */
+static void rule_mv(tpu_op_ctx_t *c) {
+  const tpu_hlo_type_t *m = tpu_op_in_type(c, 0), *v = tpu_op_in_type(c, 1);
+  if (!la_check_mv(c, m, v)) return;
+  tpu_op_set_output(c, tpu_hlo_cast(c->f, la_mv(c, c->in[0], c->in[1]), m->dtype));
+}
+
+/* addmv: inputs (self, mat [n,m], vec [m], beta, alpha) -> [n]. */
+static void rule_addmv(tpu_op_ctx_t *c) {
+  const tpu_hlo_type_t *m = tpu_op_in_type(c, 1), *v = tpu_op_in_type(c, 2);
+  if (!la_check_mv(c, m, v)) return;
+  la_finish_add(c, la_mv(c, c->in[1], c->in[2]), 0, 3, 4, m->dtype);
+}
+
+/* dot / vdot (real types: identical): inputs (self [n], other [n]) -> 0-d. */
+static void rule_dot(tpu_op_ctx_t *c) {
+  const tpu_hlo_type_t *a = tpu_op_in_type(c, 0), *b = tpu_op_in_type(c, 1);
+  if (a->rank != 1 || b->rank != 1) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: 1D tensors expected, but got %dD and %dD tensors", c->name,
+                a->rank, b->rank);
+    return;
+  }
+  if (a->dims[0] != b->dims[0]) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                "%s: inconsistent tensor size, expected tensor [%lld] and src [%lld] to have the same "
+                "number of elements, but got %lld and %lld elements respectively",
+                c->name, (long long)a->dims[0], (long long)b->dims[0], (long long)a->dims[0],
+                (long long)b->dims[0]);
+    return;
+  }
+  if (a->dtype != b->dtype) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                "%s: dot : expected both vectors to have same dtype, but found %s and %s", c->name,
+                la_torch_type(a->dtype), la_torch_type(b->dtype));
+    return;
+  }
+  if (!la_check_dtype(c, a->dtype)) return;
+  tpu_hlo_dot_dims_t dd;
+  memset(&dd, 0, sizeof dd);
+  dd.ncontract = 1;
+  tpu_op_set_output(c, tpu_hlo_cast(c->f, la_dot(c, c->in[0], c->in[1], &dd), a->dtype));
+}
+
+/* outer / ger: inputs (self [n], vec2 [m]) -> [n,m] (elementwise product,
+ * both operands already of the result dtype). */
+static tpu_hlo_value_t la_outer(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t b, tpu_dtype_t dt) {
+  const tpu_hlo_type_t *ta = tpu_hlo_type_of(c->f, a), *tb = tpu_hlo_type_of(c->f, b);
+  if (!ta || !tb) return TPU_HLO_NONE;
+  if (ta->rank != 1 || tb->rank != 1) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: outer: Expected 1-D argument self, but got %dD", c->name,
+                ta->rank != 1 ? ta->rank : tb->rank);
+    return TPU_HLO_NONE;
+  }
+  int64_t d[2] = {ta->dims[0], tb->dims[0]};
+  tpu_hlo_type_t t = tpu_hlo_type_make(dt, 2, d);
+  int64_t d0 = 0, d1 = 1;
+  tpu_hlo_value_t A = tpu_hlo_broadcast_in_dim(c->f, tpu_hlo_cast(c->f, a, dt), t, &d0);
+  tpu_hlo_value_t B = tpu_hlo_broadcast_in_dim(c->f, tpu_hlo_cast(c->f, b, dt), t, &d1);
+  return tpu_hlo_binary(c->f, dt == TPU_PRED ? "and" : "multiply", A, B);
+}
+
+/* outer: inputs (self [n], vec2 [m]); attrs [dtype] (result dtype). */
+static void rule_outer(tpu_op_ctx_t *c) {
+  tpu_dtype_t dt = (tpu_dtype_t)tpu_op_int(c, 0);
+  tpu_op_set_output(c, la_outer(c, c->in[0], c->in[1], dt));
+}
+
+/* addr: inputs (self, vec1 [n], vec2 [m], beta, alpha); attrs [dtype]
+ * (result dtype) -> beta*self + alpha*outer(vec1, vec2). */
+static void rule_addr(tpu_op_ctx_t *c) {
+  tpu_dtype_t dt = (tpu_dtype_t)tpu_op_int(c, 0);
+  if (!la_check_dtype(c, dt)) return;
+  tpu_dtype_t acc = la_acc(dt);
+  la_finish_add(c, la_outer(c, c->in[1], c->in[2], acc), 0, 3, 4, dt);
+}
+
+/* matmul: inputs (a, b), ranks >= 1, numpy semantics (1-d operands are
+ * promoted and the added dim removed; batch dims broadcast).  No attrs. */
+static void rule_matmul(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  tpu_hlo_type_t a = *tpu_op_in_type(c, 0), b = *tpu_op_in_type(c, 1);
+  if (a.rank < 1 || b.rank < 1) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                "%s: both arguments to matmul need to be at least 1D, but they are %dD and %dD", c->name,
+                a.rank, b.rank);
+    return;
+  }
+  if (!la_same_dtype(c, &a, &b)) return;
+  tpu_hlo_value_t av = c->in[0], bv = c->in[1];
+  int a1 = a.rank == 1, b1 = b.rank == 1;
+  if (a1 && b1) {
+    rule_dot(c);
+    return;
+  }
+  if (a1) { /* [k] -> [1,k] */
+    int64_t d[2] = {1, a.dims[0]};
+    av = tpu_hlo_reshape(f, av, 2, d);
+    a = tpu_hlo_type_make(a.dtype, 2, d);
+  }
+  if (b1) { /* [k] -> [k,1] */
+    int64_t d[2] = {b.dims[0], 1};
+    bv = tpu_hlo_reshape(f, bv, 2, d);
+    b = tpu_hlo_type_make(b.dtype, 2, d);
+  }
+  int64_t n = a.dims[a.rank - 2], k = a.dims[a.rank - 1], k2 = b.dims[b.rank - 2], m = b.dims[b.rank - 1];
+  if (k != k2) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+                c->name, (long long)n, (long long)k, (long long)k2, (long long)m);
+    return;
+  }
+  /* broadcast batch dims */
+  int ra = a.rank - 2, rb = b.rank - 2, nb = ra > rb ? ra : rb;
+  int64_t bd[TPU_MAX_RANK];
+  for (int i = 0; i < nb; i++) {
+    int ia = i - (nb - ra), ib = i - (nb - rb);
+    int64_t x = ia >= 0 ? a.dims[ia] : 1, y = ib >= 0 ? b.dims[ib] : 1;
+    if (x != y && x != 1 && y != 1) {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                  "%s: The size of tensor a (%lld) must match the size of tensor b (%lld) at "
+                  "non-singleton dimension %d",
+                  c->name, (long long)x, (long long)y, i);
+      return;
+    }
+    bd[i] = x == 1 ? y : x;
+  }
+  int64_t da[TPU_MAX_RANK], db[TPU_MAX_RANK];
+  memcpy(da, bd, sizeof(int64_t) * (size_t)nb);
+  memcpy(db, bd, sizeof(int64_t) * (size_t)nb);
+  da[nb] = n; da[nb + 1] = k;
+  db[nb] = k; db[nb + 1] = m;
+  av = tpu_hlo_broadcast_to(f, av, nb + 2, da);
+  bv = tpu_hlo_broadcast_to(f, bv, nb + 2, db);
+  tpu_hlo_value_t r = tpu_hlo_cast(f, la_batched_mm(c, av, bv, nb), a.dtype);
+  /* drop promoted dims */
+  int64_t od[TPU_MAX_RANK];
+  int orank = 0;
+  for (int i = 0; i < nb; i++) od[orank++] = bd[i];
+  if (!a1) od[orank++] = n;
+  if (!b1) od[orank++] = m;
+  if (a1 || b1) r = tpu_hlo_reshape(f, r, orank, od);
+  tpu_op_set_output(c, r);
+}
+
+const tpu_op_rule_t tpu_rules_linalg[] = {
+    {"mm", rule_mm, 2, 2},
+    {"bmm", rule_bmm, 2, 2},
+    {"addmm", rule_addmm, 5, 5},
+    {"baddbmm", rule_baddbmm, 5, 5},
+    {"addbmm", rule_addbmm, 5, 5},
+    {"mv", rule_mv, 2, 2},
+    {"addmv", rule_addmv, 5, 5},
+    {"dot", rule_dot, 2, 2},
+    {"vdot", rule_dot, 2, 2},
+    {"outer", rule_outer, 2, 2},
+    {"addr", rule_addr, 5, 5},
+    {"matmul", rule_matmul, 2, 2},
+    {NULL, NULL, 0, 0},
+};

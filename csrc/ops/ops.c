@@ -1,0 +1,192 @@
+/* ops.c - the rule registry and the helpers rule authors share. */
+#include "ops/ops.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const tpu_op_rule_t *const tpu_rule_tables[] = {
+    tpu_rules_core, tpu_rules_elementwise, tpu_rules_reduce, tpu_rules_linalg,
+    tpu_rules_nn,   tpu_rules_index,       tpu_rules_random, tpu_rules_optim,
+};
+
+#define TPU_RULE_MAX 1024
+#define TPU_RULE_HASH 2048
+static const tpu_op_rule_t *tpu_rules[TPU_RULE_MAX];
+static int tpu_nrules = -1;
+static int tpu_rule_slots[TPU_RULE_HASH]; /* index+1 into tpu_rules; 0 = empty */
+
+static unsigned tpu_name_hash(const char *s) {
+  unsigned h = 2166136261u;
+  while (*s) h = (h ^ (unsigned char)*s++) * 16777619u;
+  return h;
+}
+
+static void tpu_rules_init(void) {
+  /* Called under the runtime lock or from a single thread at import; the
+   * table is immutable afterwards. */
+  int n = 0;
+  for (size_t t = 0; t < sizeof(tpu_rule_tables) / sizeof(tpu_rule_tables[0]); t++) {
+    for (const tpu_op_rule_t *r = tpu_rule_tables[t]; r->name; r++) {
+      if (n >= TPU_RULE_MAX) break;
+      unsigned h = tpu_name_hash(r->name) & (TPU_RULE_HASH - 1);
+      int dup = 0;
+      while (tpu_rule_slots[h]) {
+        if (!strcmp(tpu_rules[tpu_rule_slots[h] - 1]->name, r->name)) { dup = 1; break; }
+        h = (h + 1) & (TPU_RULE_HASH - 1);
+      }
+      if (dup) {
+        fprintf(stderr, "torch_tpu: duplicate lowering rule '%s' ignored\n", r->name);
+        continue;
+      }
+      tpu_rules[n] = r;
+      tpu_rule_slots[h] = n + 1;
+      n++;
+    }
+  }
+  tpu_nrules = n;
+}
+
+const tpu_op_rule_t *tpu_op_rule_find(const char *name) {
+  if (tpu_nrules < 0) tpu_rules_init();
+  unsigned h = tpu_name_hash(name) & (TPU_RULE_HASH - 1);
+  while (tpu_rule_slots[h]) {
+    const tpu_op_rule_t *r = tpu_rules[tpu_rule_slots[h] - 1];
+    if (!strcmp(r->name, name)) return r;
+    h = (h + 1) & (TPU_RULE_HASH - 1);
+  }
+  return NULL;
+}
+
+int tpu_op_rule_count(void) {
+  if (tpu_nrules < 0) tpu_rules_init();
+  return tpu_nrules;
+}
+
+const tpu_op_rule_t *tpu_op_rule_at(int i) {
+  if (tpu_nrules < 0) tpu_rules_init();
+  return (i >= 0 && i < tpu_nrules) ? tpu_rules[i] : NULL;
+}
+
+int tpu_op_rule_index(const tpu_op_rule_t *rule) {
+  if (tpu_nrules < 0) tpu_rules_init();
+  for (int i = 0; i < tpu_nrules; i++)
+    if (tpu_rules[i] == rule) return i;
+  return -1;
+}
+
+tpu_status_t tpu_op_lower(const tpu_op_rule_t *rule, tpu_hlo_func_t *f, const tpu_hlo_value_t *in,
+                          int nin, const tpu_op_attrs_t *attrs, tpu_hlo_value_t *out, int *out_n) {
+  *out_n = 0;
+  if (nin < rule->min_inputs || (rule->max_inputs >= 0 && nin > rule->max_inputs)) {
+    return tpu_status_make(TPU_INVALID_ARGUMENT, "%s: expected %d%s inputs, got %d", rule->name,
+                           rule->min_inputs, rule->max_inputs == rule->min_inputs ? "" : "+", nin);
+  }
+  for (int i = 0; i < nin; i++) {
+    if (in[i] < 0) {
+      tpu_status_t st = tpu_hlo_func_status(f);
+      return st ? tpu_status_make(tpu_status_code(st), "%s", tpu_status_message(st))
+                : tpu_status_make(TPU_INTERNAL, "%s: input %d is not a value", rule->name, i);
+    }
+  }
+  static const tpu_op_attrs_t no_attrs = {0, NULL, 0, NULL};
+  tpu_op_ctx_t c;
+  memset(&c, 0, sizeof(c));
+  c.f = f;
+  c.name = rule->name;
+  c.in = in;
+  c.nin = nin;
+  c.attrs = attrs ? attrs : &no_attrs;
+  rule->lower(&c);
+  tpu_status_t st = tpu_hlo_func_status(f);
+  if (st) return tpu_status_make(tpu_status_code(st), "%s", tpu_status_message(st));
+  if (c.nout <= 0) return tpu_status_make(TPU_INTERNAL, "%s: rule produced no output", rule->name);
+  for (int i = 0; i < c.nout; i++) {
+    if (c.out[i] < 0) return tpu_status_make(TPU_INTERNAL, "%s: output %d missing", rule->name, i);
+    out[i] = c.out[i];
+  }
+  *out_n = c.nout;
+  return NULL;
+}
+
+void tpu_op_fail(tpu_op_ctx_t *c, tpu_code_t code, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  tpu_hlo_fail(c->f, code, "%s", buf);
+}
+
+int64_t tpu_op_int(tpu_op_ctx_t *c, int i) {
+  if (i < 0 || i >= c->attrs->nints) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: missing integer attribute %d (have %d)", c->name, i,
+                c->attrs->nints);
+    return 0;
+  }
+  return c->attrs->ints[i];
+}
+
+double tpu_op_float(tpu_op_ctx_t *c, int i) {
+  if (i < 0 || i >= c->attrs->nfloats) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: missing float attribute %d (have %d)", c->name, i,
+                c->attrs->nfloats);
+    return 0;
+  }
+  return c->attrs->floats[i];
+}
+
+int tpu_op_nints(const tpu_op_ctx_t *c) { return c->attrs->nints; }
+
+const tpu_hlo_type_t *tpu_op_in_type(tpu_op_ctx_t *c, int i) { return tpu_hlo_type_of(c->f, c->in[i]); }
+
+void tpu_op_set_outputs(tpu_op_ctx_t *c, int n, const tpu_hlo_value_t *vals) {
+  if (n > TPU_OP_MAX_OUTPUTS) {
+    tpu_op_fail(c, TPU_INTERNAL, "%s: too many outputs (%d)", c->name, n);
+    return;
+  }
+  for (int i = 0; i < n; i++) c->out[i] = vals[i];
+  c->nout = n;
+}
+
+void tpu_op_set_output(tpu_op_ctx_t *c, tpu_hlo_value_t v) { tpu_op_set_outputs(c, 1, &v); }
+
+int tpu_op_broadcast_shape(tpu_op_ctx_t *c, const tpu_hlo_value_t *vals, int n, int64_t *out_dims) {
+  int rank = 0;
+  for (int i = 0; i < n; i++) {
+    const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, vals[i]);
+    if (!t) return -1;
+    if (t->rank > rank) rank = t->rank;
+  }
+  for (int d = 0; d < rank; d++) out_dims[d] = 1;
+  for (int i = 0; i < n; i++) {
+    const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, vals[i]);
+    for (int d = 0; d < t->rank; d++) {
+      int od = rank - t->rank + d;
+      int64_t a = out_dims[od], b = t->dims[d];
+      if (a == b || b == 1) continue;
+      if (a == 1) {
+        out_dims[od] = b;
+        continue;
+      }
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                  "%s: The size of tensor a (%lld) must match the size of tensor b (%lld) at "
+                  "non-singleton dimension %d",
+                  c->name, (long long)a, (long long)b, od);
+      return -1;
+    }
+  }
+  return rank;
+}
+
+int64_t tpu_op_dim(tpu_op_ctx_t *c, int64_t dim, int rank) {
+  int64_t r = rank > 0 ? rank : 1;
+  if (dim < -r || dim >= r) {
+    tpu_op_fail(c, TPU_OUT_OF_RANGE,
+                "%s: Dimension out of range (expected to be in range of [%lld, %lld], but got %lld)",
+                c->name, (long long)-r, (long long)(r - 1), (long long)dim);
+    return 0;
+  }
+  return dim < 0 ? dim + r : dim;
+}

@@ -1,0 +1,109 @@
+/* ops.h - lowering rules: one rule per operation, StableHLO out.
+ *
+ * How a rule is written
+ * ---------------------
+ * A rule is a C function that appends the ops computing one operation to a
+ * function under construction (csrc/hlo/hlo.h) and reports its results:
+ *
+ *   static void rule_add(tpu_op_ctx_t *c) {
+ *     tpu_dtype_t dt = (tpu_dtype_t)tpu_op_int(c, 0);     // attr 0: result dtype
+ *     ... broadcast, convert, emit ...
+ *     tpu_op_set_outputs(c, 1, &result);
+ *   }
+ *
+ * Inputs are SSA values already in the function (their types via
+ * tpu_hlo_type_of).  Python scalars arrive as 0-d inputs (runtime values,
+ * never constants) so a changing learning rate never recompiles.  Non-tensor
+ * attributes (dims, flags, dtypes, sizes) arrive as integers and, rarely,
+ * doubles in `attrs`; they are part of the program-cache key.  Each rule's
+ * comment documents its inputs and attrs: that comment is the contract with
+ * the Python adapter (torch_tpu/ops/ files) that calls it.
+ *
+ * Errors: a rule that meets bad input calls tpu_op_fail() (sticky; first
+ * error wins) with a message naming the op, shapes and dtypes, using
+ * TPU_INVALID_ARGUMENT (RuntimeError/ValueError in Python) and TPU_OUT_OF_RANGE
+ * (IndexError).  It never aborts.
+ *
+ * The same rules serve strict eager (one program per op), fused eager (many
+ * ops in one program) and torch.compile (one program per graph): a rule
+ * never assumes it is alone in its function.
+ *
+ * Registry: every rules file exports a NULL-terminated table; ops.c lists the
+ * tables.  tpu_op_rule_find() answers "can lower?" with one lookup.
+ */
+#ifndef TPU_OPS_OPS_H_
+#define TPU_OPS_OPS_H_
+
+#include <stdint.h>
+
+#include "base/status.h"
+#include "hlo/hlo.h"
+
+#define TPU_OP_MAX_INPUTS 64
+#define TPU_OP_MAX_OUTPUTS 16
+
+typedef struct tpu_op_attrs {
+  int nints;
+  const int64_t *ints;
+  int nfloats;
+  const double *floats;
+} tpu_op_attrs_t;
+
+typedef struct tpu_op_ctx {
+  tpu_hlo_func_t *f;
+  const char *name;             /* the rule's name, for messages */
+  const tpu_hlo_value_t *in;
+  int nin;
+  const tpu_op_attrs_t *attrs;
+  tpu_hlo_value_t out[TPU_OP_MAX_OUTPUTS];
+  int nout;
+} tpu_op_ctx_t;
+
+typedef void (*tpu_op_lower_fn)(tpu_op_ctx_t *c);
+
+typedef struct tpu_op_rule {
+  const char *name;     /* unique; usually the ATen base name ("add", "mm") */
+  tpu_op_lower_fn lower;
+  int min_inputs;       /* checked before lower() is called */
+  int max_inputs;       /* -1 = any */
+} tpu_op_rule_t;
+
+/* Lookup by name (NULL if none); O(1) after the first call. */
+const tpu_op_rule_t *tpu_op_rule_find(const char *name);
+int tpu_op_rule_count(void);
+const tpu_op_rule_t *tpu_op_rule_at(int i);
+int tpu_op_rule_index(const tpu_op_rule_t *rule);
+
+/* Runs a rule in function f: checks the input count, calls lower(), checks
+ * that it produced outputs.  Errors are returned (and left sticky in f). */
+tpu_status_t tpu_op_lower(const tpu_op_rule_t *rule, tpu_hlo_func_t *f, const tpu_hlo_value_t *in,
+                          int nin, const tpu_op_attrs_t *attrs, tpu_hlo_value_t *out, int *out_n);
+
+/* ---- helpers for rule authors ---------------------------------------------- */
+/* Attr access with bounds checks (missing -> fails the rule, returns 0). */
+int64_t tpu_op_int(tpu_op_ctx_t *c, int i);
+double tpu_op_float(tpu_op_ctx_t *c, int i);
+int tpu_op_nints(const tpu_op_ctx_t *c);
+const tpu_hlo_type_t *tpu_op_in_type(tpu_op_ctx_t *c, int i);
+void tpu_op_set_outputs(tpu_op_ctx_t *c, int n, const tpu_hlo_value_t *vals);
+void tpu_op_set_output(tpu_op_ctx_t *c, tpu_hlo_value_t v); /* one output */
+void tpu_op_fail(tpu_op_ctx_t *c, tpu_code_t code, const char *fmt, ...) TPU_PRINTF(3, 4);
+/* Broadcast shape of several inputs (numpy rules); fails on mismatch with a
+ * message like PyTorch's ("The size of tensor a (3) must match the size of
+ * tensor b (4) at non-singleton dimension 1"). Returns rank, -1 on error. */
+int tpu_op_broadcast_shape(tpu_op_ctx_t *c, const tpu_hlo_value_t *vals, int n, int64_t *out_dims);
+/* Normalises a possibly negative dim for rank (fails with IndexError text
+ * "Dimension out of range (expected to be in range of [-r, r-1], but got d)"). */
+int64_t tpu_op_dim(tpu_op_ctx_t *c, int64_t dim, int rank);
+
+/* Rule tables (one per file, each ends with a {NULL} entry). */
+extern const tpu_op_rule_t tpu_rules_core[];        /* core.c: views, copy, fill, convert */
+extern const tpu_op_rule_t tpu_rules_elementwise[]; /* elementwise.c: math, compare, where, activations */
+extern const tpu_op_rule_t tpu_rules_reduce[];      /* reduce.c: sum/mean/max/var/norm, softmax, cumsum, sort/topk */
+extern const tpu_op_rule_t tpu_rules_linalg[];      /* linalg.c: mm/bmm/addmm/baddbmm/dot */
+extern const tpu_op_rule_t tpu_rules_nn[];          /* nn.c: conv, pooling, norms, losses, embedding */
+extern const tpu_op_rule_t tpu_rules_index[];       /* index.c: gather/scatter/index/index_put/cat/tril */
+extern const tpu_op_rule_t tpu_rules_random[];      /* random.c: rng_bit_generator based sampling */
+extern const tpu_op_rule_t tpu_rules_optim[];       /* optim.c: fused optimizer steps */
+
+#endif /* TPU_OPS_OPS_H_ */

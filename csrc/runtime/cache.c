@@ -1,0 +1,366 @@
+/* cache.c - the two-tier program cache (see cache.h).
+ *
+ * Disk file format (one file per program, "<hex key>.tpux"):
+ *   magic "TPUX0001" | u64 identity hash | u64 text hash | u64 payload size |
+ *   payload (the plugin's serialized executable, in our pjrt envelope) |
+ *   u64 payload checksum
+ * A file whose magic, identity, text hash, size or checksum disagree is
+ * foreign or corrupt: it is counted, removed and the program recompiled.
+ * Writes go to a unique temporary name and are renamed into place, so a
+ * reader never sees half a file and concurrent writers of the same program
+ * simply replace each other's identical result.
+ */
+#include "runtime/cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/hash.h"
+
+#define TPU_CACHE_BUCKETS 8192
+static const char tpu_disk_magic[8] = {'T', 'P', 'U', 'X', '0', '0', '0', '1'};
+
+typedef struct tpu_prog {
+  uint64_t key;
+  tpu_pjrt_exec_t *exec;
+  size_t bytes;
+  struct tpu_prog *prev, *next; /* LRU: head = most recent */
+  struct tpu_prog *hnext;
+} tpu_prog_t;
+
+struct tpu_cache {
+  tpu_pjrt_client_t *client;
+  char *dir;
+  uint64_t identity_hash;
+  tpu_cache_config_t cfg;
+  tpu_prog_t *buckets[TPU_CACHE_BUCKETS];
+  tpu_prog_t *head, *tail;
+  tpu_cache_stats_t st;
+};
+
+static double tpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int tpu_mkdirs(const char *path) {
+  char tmp[4096];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof(tmp)) return -1;
+  memcpy(tmp, path, n + 1);
+  for (size_t i = 1; i < n; i++) {
+    if (tmp[i] == '/') {
+      tmp[i] = 0;
+      if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+      tmp[i] = '/';
+    }
+  }
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+  return 0;
+}
+
+tpu_status_t tpu_cache_create(tpu_pjrt_client_t *client, const tpu_cache_config_t *cfg, tpu_cache_t **out_cache) {
+  *out_cache = NULL;
+  tpu_cache_t *c = (tpu_cache_t *)calloc(1, sizeof(*c));
+  if (!c) return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "cache: out of memory");
+  c->client = client;
+  c->cfg = *cfg;
+  if (c->cfg.mem_max_entries <= 0) c->cfg.mem_max_entries = 4096;
+  if (c->cfg.mem_max_bytes <= 0) c->cfg.mem_max_bytes = (int64_t)2 << 30;
+  if (c->cfg.disk_max_entries <= 0) c->cfg.disk_max_entries = 10000;
+  if (c->cfg.disk_max_bytes <= 0) c->cfg.disk_max_bytes = (int64_t)4 << 30;
+  const char *id = tpu_pjrt_client_identity(client);
+  c->identity_hash = tpu_hash_bytes(TPU_HASH_SEED, id, strlen(id));
+  if (cfg->dir && cfg->dir[0]) {
+    if (tpu_mkdirs(cfg->dir) == 0) {
+      c->dir = strdup(cfg->dir);
+    } else {
+      fprintf(stderr, "torch_tpu: cannot create cache directory %s (%s); disk cache disabled\n", cfg->dir,
+              strerror(errno));
+    }
+  }
+  c->cfg.dir = c->dir;
+  *out_cache = c;
+  return NULL;
+}
+
+static void tpu_lru_unlink(tpu_cache_t *c, tpu_prog_t *p) {
+  if (p->prev) p->prev->next = p->next; else c->head = p->next;
+  if (p->next) p->next->prev = p->prev; else c->tail = p->prev;
+  p->prev = p->next = NULL;
+}
+
+static void tpu_lru_push(tpu_cache_t *c, tpu_prog_t *p) {
+  p->prev = NULL;
+  p->next = c->head;
+  if (c->head) c->head->prev = p;
+  c->head = p;
+  if (!c->tail) c->tail = p;
+}
+
+static void tpu_prog_remove(tpu_cache_t *c, tpu_prog_t *p) {
+  tpu_prog_t **pp = &c->buckets[p->key & (TPU_CACHE_BUCKETS - 1)];
+  while (*pp && *pp != p) pp = &(*pp)->hnext;
+  if (*pp) *pp = p->hnext;
+  tpu_lru_unlink(c, p);
+  c->st.mem_entries--;
+  c->st.mem_bytes -= (int64_t)p->bytes;
+  tpu_pjrt_exec_destroy(p->exec);
+  free(p);
+}
+
+void tpu_cache_clear(tpu_cache_t *c, int disk_too) {
+  while (c->head) tpu_prog_remove(c, c->head);
+  if (disk_too && c->dir) {
+    DIR *d = opendir(c->dir);
+    if (d) {
+      struct dirent *e;
+      char path[4200];
+      while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n > 5 && !strcmp(e->d_name + n - 5, ".tpux")) {
+          snprintf(path, sizeof(path), "%s/%s", c->dir, e->d_name);
+          unlink(path);
+        }
+      }
+      closedir(d);
+    }
+  }
+}
+
+void tpu_cache_destroy(tpu_cache_t *c) {
+  if (!c) return;
+  tpu_cache_clear(c, 0);
+  free(c->dir);
+  free(c);
+}
+
+tpu_pjrt_exec_t *tpu_cache_lookup(tpu_cache_t *c, uint64_t key) {
+  for (tpu_prog_t *p = c->buckets[key & (TPU_CACHE_BUCKETS - 1)]; p; p = p->hnext) {
+    if (p->key == key) {
+      if (c->head != p) {
+        tpu_lru_unlink(c, p);
+        tpu_lru_push(c, p);
+      }
+      c->st.mem_hits++;
+      return p->exec;
+    }
+  }
+  c->st.mem_misses++;
+  return NULL;
+}
+
+static void tpu_mem_insert(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec, size_t bytes) {
+  tpu_prog_t *p = (tpu_prog_t *)calloc(1, sizeof(*p));
+  if (!p) {
+    tpu_pjrt_exec_destroy(exec);
+    return;
+  }
+  p->key = key;
+  p->exec = exec;
+  p->bytes = bytes;
+  tpu_prog_t **b = &c->buckets[key & (TPU_CACHE_BUCKETS - 1)];
+  p->hnext = *b;
+  *b = p;
+  tpu_lru_push(c, p);
+  c->st.mem_entries++;
+  c->st.mem_bytes += (int64_t)bytes;
+  /* evict least recently used, never the one just inserted */
+  while ((c->st.mem_entries > c->cfg.mem_max_entries || c->st.mem_bytes > c->cfg.mem_max_bytes) &&
+         c->tail && c->tail != p) {
+    tpu_prog_remove(c, c->tail);
+    c->st.evictions++;
+  }
+}
+
+/* ---- disk tier -------------------------------------------------------------- */
+
+static void tpu_disk_path(tpu_cache_t *c, uint64_t fkey, char *out, size_t n) {
+  snprintf(out, n, "%s/%016llx.tpux", c->dir, (unsigned long long)fkey);
+}
+
+static int tpu_read_all(const char *path, unsigned char **out, size_t *out_n) {
+  *out = NULL;
+  *out_n = 0;
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return -1;
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || sb.st_size < 0 || sb.st_size > ((off_t)1 << 32)) {
+    close(fd);
+    return -2;
+  }
+  size_t n = (size_t)sb.st_size;
+  unsigned char *buf = (unsigned char *)malloc(n ? n : 1);
+  if (!buf) {
+    close(fd);
+    return -2;
+  }
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, buf + got, n - got);
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  if (got != n) {
+    free(buf);
+    return -2;
+  }
+  *out = buf;
+  *out_n = n;
+  return 0;
+}
+
+/* Loads a disk entry: 1 = loaded, 0 = absent, -1 = corrupt (removed). */
+static int tpu_disk_load(tpu_cache_t *c, uint64_t fkey, uint64_t text_hash, tpu_pjrt_exec_t **out_exec) {
+  char path[4200];
+  tpu_disk_path(c, fkey, path, sizeof(path));
+  unsigned char *buf;
+  size_t n;
+  int r = tpu_read_all(path, &buf, &n);
+  if (r == -1) return 0;
+  int ok = 0;
+  if (r == 0 && n >= 40 && !memcmp(buf, tpu_disk_magic, 8)) {
+    uint64_t idh, th, psz, sum;
+    memcpy(&idh, buf + 8, 8);
+    memcpy(&th, buf + 16, 8);
+    memcpy(&psz, buf + 24, 8);
+    if (idh == c->identity_hash && th == text_hash && psz == n - 40) {
+      memcpy(&sum, buf + 32 + psz, 8);
+      if (sum == tpu_hash_bytes(TPU_HASH_SEED, buf + 32, psz)) {
+        tpu_status_t st = tpu_pjrt_exec_deserialize(c->client, buf + 32, psz, out_exec);
+        if (!st) ok = 1;
+        else tpu_status_free(st);
+      }
+    }
+  }
+  free(buf);
+  if (!ok) {
+    c->st.disk_errors++;
+    unlink(path);
+    return -1;
+  }
+  /* touch: the disk tier evicts by least recent use */
+  utimes(path, NULL);
+  return 1;
+}
+
+static void tpu_disk_evict(tpu_cache_t *c) {
+  DIR *d = opendir(c->dir);
+  if (!d) return;
+  typedef struct { char name[64]; time_t t; long ns; off_t size; } ent_t;
+  ent_t *ents = NULL;
+  size_t n = 0, cap = 0;
+  int64_t bytes = 0;
+  struct dirent *e;
+  char path[4200];
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    if (len < 6 || len >= 64 || strcmp(e->d_name + len - 5, ".tpux")) continue;
+    snprintf(path, sizeof(path), "%s/%s", c->dir, e->d_name);
+    struct stat sb;
+    if (stat(path, &sb) != 0) continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 64;
+      ent_t *ne = (ent_t *)realloc(ents, cap * sizeof(ent_t));
+      if (!ne) break;
+      ents = ne;
+    }
+    memcpy(ents[n].name, e->d_name, len + 1);
+    ents[n].t = sb.st_mtim.tv_sec;
+    ents[n].ns = sb.st_mtim.tv_nsec;
+    ents[n].size = sb.st_size;
+    bytes += sb.st_size;
+    n++;
+  }
+  closedir(d);
+  c->st.disk_entries = (int64_t)n;
+  c->st.disk_bytes = bytes;
+  while ((int64_t)n > c->cfg.disk_max_entries || bytes > c->cfg.disk_max_bytes) {
+    size_t oldest = 0;
+    for (size_t i = 1; i < n; i++)
+      if (ents[i].t < ents[oldest].t || (ents[i].t == ents[oldest].t && ents[i].ns < ents[oldest].ns)) oldest = i;
+    snprintf(path, sizeof(path), "%s/%s", c->dir, ents[oldest].name);
+    unlink(path);
+    bytes -= ents[oldest].size;
+    ents[oldest] = ents[n - 1];
+    n--;
+    c->st.disk_evictions++;
+    if (n == 0) break;
+  }
+  c->st.disk_entries = (int64_t)n;
+  c->st.disk_bytes = bytes;
+  free(ents);
+}
+
+static void tpu_disk_store(tpu_cache_t *c, uint64_t fkey, uint64_t text_hash, tpu_pjrt_exec_t *exec) {
+  void *payload = NULL;
+  size_t psz = 0;
+  tpu_status_t st = tpu_pjrt_exec_serialize(exec, &payload, &psz);
+  if (st) {
+    tpu_status_free(st);
+    c->st.disk_errors++;
+    return;
+  }
+  char path[4200], tmp[4300];
+  tpu_disk_path(c, fkey, path, sizeof(path));
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%ld", path, (int)getpid(), (long)tv.tv_usec);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  int ok = 0;
+  if (fd >= 0) {
+    uint64_t hdr[3] = {c->identity_hash, text_hash, (uint64_t)psz};
+    uint64_t sum = tpu_hash_bytes(TPU_HASH_SEED, payload, psz);
+    ok = write(fd, tpu_disk_magic, 8) == 8 && write(fd, hdr, 24) == 24 &&
+         write(fd, payload, psz) == (ssize_t)psz && write(fd, &sum, 8) == 8;
+    if (close(fd) != 0) ok = 0;
+    if (ok && rename(tmp, path) != 0) ok = 0;
+    if (!ok) unlink(tmp);
+  }
+  free(payload);
+  if (ok) {
+    c->st.disk_writes++;
+    tpu_disk_evict(c);
+  } else {
+    c->st.disk_errors++;
+  }
+}
+
+tpu_status_t tpu_cache_compile(tpu_cache_t *c, uint64_t key, const char *text, size_t text_len,
+                               const tpu_pjrt_compile_options_t *options, tpu_pjrt_exec_t **out_exec) {
+  *out_exec = NULL;
+  tpu_pjrt_exec_t *exec = NULL;
+  uint64_t text_hash = tpu_hash_bytes(TPU_HASH_SEED, text, text_len);
+  uint64_t okey = tpu_hash_u64(0, (uint64_t)(options ? options->num_replicas : 0));
+  okey = tpu_hash_u64(okey, (uint64_t)(options ? options->portable : 0));
+  uint64_t fkey = tpu_hash_u64(tpu_hash_u64(text_hash, c->identity_hash), okey);
+  if (c->dir) {
+    int r = tpu_disk_load(c, fkey, text_hash, &exec);
+    if (r == 1) c->st.disk_hits++;
+    else c->st.disk_misses++;
+  }
+  if (!exec) {
+    double t0 = tpu_now();
+    TPU_PROPAGATE(tpu_pjrt_compile(c->client, text, text_len, options, &exec));
+    c->st.compile_seconds += tpu_now() - t0;
+    c->st.compiles++;
+    if (c->dir) tpu_disk_store(c, fkey, text_hash, exec);
+  }
+  size_t bytes = tpu_pjrt_exec_code_size(exec);
+  if (!bytes) bytes = text_len;
+  tpu_mem_insert(c, key, exec, bytes);
+  *out_exec = exec;
+  return NULL;
+}
+
+void tpu_cache_get_stats(tpu_cache_t *c, tpu_cache_stats_t *out) { *out = c->st; }

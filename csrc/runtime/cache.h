@@ -1,0 +1,43 @@
+/* cache.h - the program cache: memory tier (loaded executables, LRU by
+ * count and bytes) and disk tier (serialized executables under a directory,
+ * keyed by program text + plugin identity + compile options; atomic writes;
+ * corrupt or foreign files are ignored and replaced; LRU by mtime).
+ * Not thread-safe by itself: the runtime lock covers it.
+ */
+#ifndef TPU_RUNTIME_CACHE_H_
+#define TPU_RUNTIME_CACHE_H_
+
+#include <stdint.h>
+
+#include "base/status.h"
+#include "pjrt/pjrt.h"
+
+typedef struct tpu_cache tpu_cache_t;
+
+typedef struct tpu_cache_config {
+  const char *dir; /* NULL/"" = no disk tier */
+  int64_t mem_max_entries, mem_max_bytes;
+  int64_t disk_max_entries, disk_max_bytes;
+} tpu_cache_config_t;
+
+typedef struct tpu_cache_stats {
+  int64_t mem_hits, mem_misses, disk_hits, disk_misses, disk_writes, disk_errors;
+  int64_t compiles, evictions, disk_evictions;
+  double compile_seconds;
+  int64_t mem_entries, mem_bytes, disk_entries, disk_bytes;
+} tpu_cache_stats_t;
+
+tpu_status_t tpu_cache_create(tpu_pjrt_client_t *client, const tpu_cache_config_t *cfg, tpu_cache_t **out_cache);
+void tpu_cache_destroy(tpu_cache_t *cache);
+
+/* Memory lookup by structural key; NULL on miss.  The executable stays
+ * owned by the cache (valid until the next insert/clear). */
+tpu_pjrt_exec_t *tpu_cache_lookup(tpu_cache_t *cache, uint64_t key);
+/* On a memory miss: compiles `text` (or loads it from the disk tier) and
+ * inserts it under `key`. */
+tpu_status_t tpu_cache_compile(tpu_cache_t *cache, uint64_t key, const char *text, size_t text_len,
+                               const tpu_pjrt_compile_options_t *options, tpu_pjrt_exec_t **out_exec);
+void tpu_cache_clear(tpu_cache_t *cache, int disk_too);
+void tpu_cache_get_stats(tpu_cache_t *cache, tpu_cache_stats_t *out);
+
+#endif /* TPU_RUNTIME_CACHE_H_ */

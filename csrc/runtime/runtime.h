@@ -1,0 +1,142 @@
+/* runtime.h - values, storages, the pending graph, the executor, the cache.
+ *
+ * The view model
+ * --------------
+ * A storage (tpu_storage_t) owns the CURRENT value of one base array: a
+ * contiguous row-major device array of `numel` elements of `dtype`.  The
+ * value's own shape is whatever produced it (numel always matches), since
+ * every read goes through a view description relative to the flat layout.
+ * PJRT buffers are immutable: a write makes a new value and swaps it in, so
+ * every tensor sharing the storage (every alias) sees the write; the version
+ * counter lives on the PyTorch side.
+ *
+ * A tensor = storage + view (sizes, strides, offset, dtype), owned by
+ * PyTorch's TensorImpl.  Reading a view is a "view_read" node in the program
+ * (identity views cost nothing; contiguous ranges are slice+reshape;
+ * permutations add a transpose; anything else is one gather).  Writing a
+ * view is a "view_write" node (dynamic_update_slice or scatter into the base).
+ *
+ * Values are lazy
+ * ---------------
+ * A value is either materialised (a PJRT buffer, possibly still computing)
+ * or pending: an output of a node in the current graph.  Ops append nodes;
+ * flush turns the graph into ONE program (cached by its structure + input
+ * types), runs it, and gives buffers to the node outputs that are still
+ * referenced.  The eager modes differ only in when flush happens:
+ *   strict  after every op (one program per op, asynchronous)
+ *   debug   after every op, and waits for completion (errors at the op)
+ *   fused   when a host read needs a value, on synchronize, at the graph
+ *           size bound, or before an op falls back to CPU.
+ *
+ * All entry points take the runtime lock; the engine is process-wide.
+ */
+#ifndef TPU_RUNTIME_RUNTIME_H_
+#define TPU_RUNTIME_RUNTIME_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "hlo/hlo.h"
+#include "ops/ops.h"
+#include "pjrt/pjrt.h"
+
+typedef enum tpu_eager_mode {
+  TPU_MODE_STRICT = 0,
+  TPU_MODE_DEBUG = 1,
+  TPU_MODE_FUSED = 2,
+} tpu_eager_mode_t;
+
+typedef struct tpu_value tpu_value_t;
+typedef struct tpu_storage tpu_storage_t;
+
+/* A view of a storage. */
+typedef struct tpu_view {
+  tpu_dtype_t dtype;
+  int rank;
+  int64_t sizes[TPU_MAX_RANK];
+  int64_t strides[TPU_MAX_RANK];
+  int64_t offset;
+} tpu_view_t;
+
+/* One input of an op: a view of a storage, or a host scalar. */
+typedef struct tpu_rt_input {
+  tpu_storage_t *storage; /* NULL for a scalar */
+  tpu_view_t view;
+  tpu_dtype_t scalar_dtype;
+  double scalar_f;     /* floating scalars */
+  int64_t scalar_i;    /* integer / bool scalars */
+} tpu_rt_input_t;
+
+typedef struct tpu_rt_config {
+  const char *plugin_path;        /* required */
+  int num_devices;                /* CPU plugin: cpu_device_count; 0 = plugin default */
+  tpu_eager_mode_t mode;
+  const char *cache_dir;          /* NULL or "" = no disk tier */
+  int64_t mem_cache_max_entries;  /* 0 = default 4096 */
+  int64_t mem_cache_max_bytes;    /* 0 = default 2 GiB */
+  int64_t disk_cache_max_entries; /* 0 = default 10000 */
+  int64_t disk_cache_max_bytes;   /* 0 = default 4 GiB */
+  int fused_max_nodes;            /* 0 = default 2048 */
+} tpu_rt_config_t;
+
+typedef struct tpu_rt_stats {
+  int64_t mem_hits, mem_misses, disk_hits, disk_misses, disk_writes, disk_errors;
+  int64_t compiles, evictions, disk_evictions;
+  double compile_seconds;
+  int64_t mem_entries, mem_bytes, disk_entries, disk_bytes;
+  int64_t executions, flushes, ops_recorded;
+  int64_t live_buffers, live_values, live_storages;
+  int64_t scalar_cache_hits, scalar_cache_misses;
+} tpu_rt_stats_t;
+
+/* ---- lifetime ----------------------------------------------------------- */
+tpu_status_t tpu_rt_init(const tpu_rt_config_t *config);
+bool tpu_rt_initialized(void);
+void tpu_rt_shutdown(void);
+int tpu_rt_device_count(void);
+const char *tpu_rt_platform(void);
+const char *tpu_rt_identity(void);
+tpu_eager_mode_t tpu_rt_mode(void);
+tpu_status_t tpu_rt_set_mode(tpu_eager_mode_t mode); /* flushes first */
+void tpu_rt_stats(tpu_rt_stats_t *out);
+void tpu_rt_clear_cache(bool disk_too);
+
+/* ---- storages ------------------------------------------------------------- */
+/* Host -> device: a new storage holding a copy of dense row-major data. */
+tpu_status_t tpu_rt_storage_from_host(int device, tpu_dtype_t dtype, const int64_t *dims, int rank,
+                                      const void *data, tpu_storage_t **out_storage);
+void tpu_storage_retain(tpu_storage_t *s);
+void tpu_storage_release(tpu_storage_t *s);
+int64_t tpu_storage_numel(const tpu_storage_t *s);
+tpu_dtype_t tpu_storage_dtype(const tpu_storage_t *s);
+int tpu_storage_device(const tpu_storage_t *s);
+/* Identity of the current value, for tests of in-place semantics. */
+const void *tpu_storage_value_id(const tpu_storage_t *s);
+
+/* Copies a view to dense row-major host memory (waits). */
+tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void *dst, size_t nbytes);
+
+/* ---- ops ---------------------------------------------------------------------- */
+/* Records (and in strict/debug mode runs) `rule` on inputs.  Returns one new
+ * storage per output (caller owns them) with their shapes/dtypes. */
+typedef struct tpu_rt_output {
+  tpu_storage_t *storage;
+  tpu_hlo_type_t type;
+} tpu_rt_output_t;
+tpu_status_t tpu_rt_op(const tpu_op_rule_t *rule, const tpu_rt_input_t *inputs, int nin,
+                       const tpu_op_attrs_t *attrs, tpu_rt_output_t *outputs, int *out_n);
+/* Writes src (a view, converted to dst's dtype by the caller) into the view
+ * `dst_view` of dst: dst's value is replaced (aliases see it). */
+tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const tpu_rt_input_t *src);
+/* Makes dst share src's value (whole-storage assignment, no copy). */
+tpu_status_t tpu_rt_assign(tpu_storage_t *dst, tpu_storage_t *src);
+
+/* Runs the pending graph (fused mode) and, with wait, waits for all work. */
+tpu_status_t tpu_rt_flush(void);
+tpu_status_t tpu_rt_synchronize(void);
+int tpu_rt_pending_nodes(void);
+
+#endif /* TPU_RUNTIME_RUNTIME_H_ */
