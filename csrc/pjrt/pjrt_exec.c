@@ -365,6 +365,15 @@ tpu_status_t tpu_pjrt_compile(tpu_pjrt_client_t *client, const char *mlir, size_
     ca.compile_options = opts.data;
     ca.compile_options_size = opts.len;
     st = tpu_pjrt_status_from_error(api, api->client_compile(&ca), "compiling");
+    /* Plugins report MLIR parse/verify failures as UNKNOWN ("-:3:10: error:
+     * ..."); to the caller that is a bad program: INVALID_ARGUMENT, with the
+     * diagnostic kept whole. */
+    if (st && tpu_status_code(st) == TPU_UNKNOWN &&
+        (strstr(tpu_status_message(st), ": error:") || strstr(tpu_status_message(st), "Failed to parse"))) {
+      tpu_status_t s2 = tpu_status_make(TPU_INVALID_ARGUMENT, "%s", tpu_status_message(st));
+      tpu_status_free(st);
+      st = s2;
+    }
     if (!st) {
       e->exec = ca.executable;
       st = pj_read_outputs(e);
