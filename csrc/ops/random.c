@@ -1,6 +1,191 @@
-/* random.c - lowering rules (see ops.h for how a rule is written). */
+/* random.c - sampling rules on the device's own counter-based generator.
+ *
+ * Every rule takes the generator state (ui64[2], THREE_FRY via
+ * rng_bit_generator) as input 0 and returns the advanced state as its LAST
+ * output; the Python side keeps the state as a device tensor, so sampling
+ * never syncs with the host and a seed reproduces a run exactly.
+ *
+ * Shape attrs: ints = [dtype, rank, dims...].
+ */
+#include <math.h>
+#include <string.h>
+
 #include "ops/ops.h"
 
+static int rnd_shape(tpu_op_ctx_t *c, int first, tpu_dtype_t *dt, tpu_hlo_type_t *t) {
+  *dt = (tpu_dtype_t)tpu_op_int(c, first);
+  int64_t rank = tpu_op_int(c, first + 1);
+  if (rank < 0 || rank > TPU_MAX_RANK || tpu_op_nints(c) < first + 2 + rank) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: bad shape attributes", c->name);
+    return 0;
+  }
+  int64_t dims[TPU_MAX_RANK];
+  for (int i = 0; i < rank; i++) dims[i] = tpu_op_int(c, first + 2 + i);
+  *t = tpu_hlo_type_make(*dt, (int)rank, dims);
+  return 1;
+}
+
+/* Uniform floats in [0, 1) of `like`'s shape in f32 (or f64), advancing the state. */
+static tpu_hlo_value_t rnd_unit(tpu_hlo_func_t *f, tpu_hlo_value_t state, const tpu_hlo_type_t *shape, bool f64,
+                                tpu_hlo_value_t *new_state) {
+  tpu_hlo_type_t bt = *shape;
+  bt.dtype = f64 ? TPU_U64 : TPU_U32;
+  tpu_hlo_value_t bits = tpu_hlo_rng_bit_generator(f, state, bt, new_state);
+  tpu_hlo_value_t sh = tpu_hlo_constant_i64(f, bt, f64 ? 12 : 9);
+  tpu_hlo_value_t one_bits = tpu_hlo_constant_i64(f, bt, f64 ? (int64_t)0x3ff0000000000000LL : 0x3f800000);
+  tpu_hlo_value_t m = tpu_hlo_binary(f, "or", tpu_hlo_binary(f, "shift_right_logical", bits, sh), one_bits);
+  tpu_hlo_value_t x = tpu_hlo_bitcast_convert(f, m, f64 ? TPU_F64 : TPU_F32);
+  tpu_hlo_type_t ft = *shape;
+  ft.dtype = f64 ? TPU_F64 : TPU_F32;
+  return tpu_hlo_binary(f, "subtract", x, tpu_hlo_constant(f, ft, 1.0));
+}
+
+static tpu_hlo_value_t rnd_scalar_as(tpu_hlo_func_t *f, tpu_hlo_value_t s, const tpu_hlo_type_t *t) {
+  return tpu_hlo_broadcast_to(f, tpu_hlo_cast(f, s, t->dtype), t->rank, t->dims);
+}
+
+/* rng_uniform: in = [state, low, high]; out = [values, state]. */
+static void rule_uniform(tpu_op_ctx_t *c) {
+  tpu_dtype_t dt;
+  tpu_hlo_type_t t;
+  if (!rnd_shape(c, 0, &dt, &t)) return;
+  bool f64 = dt == TPU_F64;
+  tpu_hlo_value_t ns;
+  tpu_hlo_value_t u = rnd_unit(c->f, c->in[0], &t, f64, &ns);
+  const tpu_hlo_type_t *ut = tpu_hlo_type_of(c->f, u);
+  if (!ut) return;
+  tpu_hlo_type_t wt = *ut;
+  tpu_hlo_value_t lo = rnd_scalar_as(c->f, c->in[1], &wt), hi = rnd_scalar_as(c->f, c->in[2], &wt);
+  tpu_hlo_value_t v = tpu_hlo_binary(c->f, "add", lo, tpu_hlo_binary(c->f, "multiply", u, tpu_hlo_binary(c->f, "subtract", hi, lo)));
+  tpu_hlo_value_t outs[2] = {tpu_hlo_cast(c->f, v, dt), ns};
+  tpu_op_set_outputs(c, 2, outs);
+}
+
+/* rng_normal: in = [state, mean, std]; out = [values, state].  Box-Muller. */
+static void rule_normal(tpu_op_ctx_t *c) {
+  tpu_dtype_t dt;
+  tpu_hlo_type_t t;
+  if (!rnd_shape(c, 0, &dt, &t)) return;
+  bool f64 = dt == TPU_F64;
+  tpu_hlo_value_t s1, s2;
+  tpu_hlo_value_t u1 = rnd_unit(c->f, c->in[0], &t, f64, &s1);
+  tpu_hlo_value_t u2 = rnd_unit(c->f, s1, &t, f64, &s2);
+  const tpu_hlo_type_t *ut = tpu_hlo_type_of(c->f, u1);
+  if (!ut) return;
+  tpu_hlo_type_t wt = *ut;
+  tpu_hlo_func_t *f = c->f;
+  /* 1 - u1 is in (0, 1]: log is finite */
+  tpu_hlo_value_t one = tpu_hlo_constant(f, wt, 1.0);
+  tpu_hlo_value_t r = tpu_hlo_unary(f, "sqrt", tpu_hlo_binary(f, "multiply", tpu_hlo_constant(f, wt, -2.0),
+                                                              tpu_hlo_unary(f, "log", tpu_hlo_binary(f, "subtract", one, u1))));
+  tpu_hlo_value_t th = tpu_hlo_binary(f, "multiply", tpu_hlo_constant(f, wt, 6.283185307179586), u2);
+  tpu_hlo_value_t z = tpu_hlo_binary(f, "multiply", r, tpu_hlo_unary(f, "cosine", th));
+  tpu_hlo_value_t mean = rnd_scalar_as(f, c->in[1], &wt), std = rnd_scalar_as(f, c->in[2], &wt);
+  tpu_hlo_value_t v = tpu_hlo_binary(f, "add", mean, tpu_hlo_binary(f, "multiply", z, std));
+  tpu_hlo_value_t outs[2] = {tpu_hlo_cast(f, v, dt), s2};
+  tpu_op_set_outputs(c, 2, outs);
+}
+
+/* rng_randint: in = [state, low (i64), high (i64)]; values in [low, high). */
+static void rule_randint(tpu_op_ctx_t *c) {
+  tpu_dtype_t dt;
+  tpu_hlo_type_t t;
+  if (!rnd_shape(c, 0, &dt, &t)) return;
+  tpu_hlo_func_t *f = c->f;
+  tpu_hlo_type_t bt = t;
+  bt.dtype = TPU_U64;
+  tpu_hlo_value_t ns;
+  tpu_hlo_value_t bits = tpu_hlo_rng_bit_generator(f, c->in[0], bt, &ns);
+  tpu_hlo_type_t it = t;
+  it.dtype = TPU_S64;
+  tpu_hlo_value_t lo = rnd_scalar_as(f, c->in[1], &it), hi = rnd_scalar_as(f, c->in[2], &it);
+  tpu_hlo_value_t range = tpu_hlo_convert(f, tpu_hlo_binary(f, "subtract", hi, lo), TPU_U64);
+  tpu_hlo_value_t r = tpu_hlo_convert(f, tpu_hlo_binary(f, "remainder", bits, range), TPU_S64);
+  tpu_hlo_value_t outs[2] = {tpu_hlo_cast(f, tpu_hlo_binary(f, "add", lo, r), dt), ns};
+  tpu_op_set_outputs(c, 2, outs);
+}
+
+/* rng_bernoulli: in = [state, p (tensor or 0-d)]; ints = [dtype, rank, dims...];
+ * out = [values (1 where u < p), state]. */
+static void rule_bernoulli(tpu_op_ctx_t *c) {
+  tpu_dtype_t dt;
+  tpu_hlo_type_t t;
+  if (!rnd_shape(c, 0, &dt, &t)) return;
+  tpu_hlo_func_t *f = c->f;
+  tpu_hlo_value_t ns;
+  const tpu_hlo_type_t *pt = tpu_hlo_type_of(f, c->in[1]);
+  if (!pt) return;
+  bool f64 = pt->dtype == TPU_F64;
+  tpu_hlo_value_t u = rnd_unit(f, c->in[0], &t, f64, &ns);
+  const tpu_hlo_type_t *ut = tpu_hlo_type_of(f, u);
+  if (!ut) return;
+  tpu_hlo_type_t wt = *ut;
+  tpu_hlo_value_t p = rnd_scalar_as(f, c->in[1], &wt);
+  tpu_hlo_value_t m = tpu_hlo_compare(f, "LT", u, p);
+  tpu_hlo_value_t outs[2] = {dt == TPU_PRED ? m : tpu_hlo_convert(f, m, dt), ns};
+  tpu_op_set_outputs(c, 2, outs);
+}
+
+/* dropout: in = [state, x, p (0-d float)]; out = [x * mask / (1 - p), mask (bool), state]. */
+static void rule_dropout(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  const tpu_hlo_type_t *xt0 = tpu_hlo_type_of(f, c->in[1]);
+  if (!xt0) return;
+  tpu_hlo_type_t xt = *xt0;
+  bool f64 = xt.dtype == TPU_F64;
+  tpu_hlo_value_t ns;
+  tpu_hlo_value_t u = rnd_unit(f, c->in[0], &xt, f64, &ns);
+  const tpu_hlo_type_t *ut = tpu_hlo_type_of(f, u);
+  if (!ut) return;
+  tpu_hlo_type_t wt = *ut;
+  tpu_hlo_value_t p = rnd_scalar_as(f, c->in[2], &wt);
+  tpu_hlo_value_t one = tpu_hlo_constant(f, wt, 1.0);
+  tpu_hlo_value_t keep = tpu_hlo_binary(f, "subtract", one, p);
+  tpu_hlo_value_t mask = tpu_hlo_compare(f, "LT", u, keep);
+  /* scale = 1/(1-p), 0 when p == 1 (as PyTorch) */
+  tpu_hlo_value_t zero = tpu_hlo_constant(f, wt, 0.0);
+  tpu_hlo_value_t scale = tpu_hlo_select(f, tpu_hlo_compare(f, "EQ", keep, zero), zero,
+                                         tpu_hlo_binary(f, "divide", one, keep));
+  tpu_hlo_value_t x = tpu_hlo_cast(f, c->in[1], wt.dtype);
+  tpu_hlo_value_t y = tpu_hlo_select(f, mask, tpu_hlo_binary(f, "multiply", x, scale), zero);
+  tpu_hlo_value_t outs[3] = {tpu_hlo_cast(f, y, xt.dtype), mask, ns};
+  tpu_op_set_outputs(c, 3, outs);
+}
+
+/* dropout_backward: in = [grad, mask (bool), scale (0-d float)]; out = grad * mask * scale. */
+static void rule_dropout_backward(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  const tpu_hlo_type_t *gt0 = tpu_hlo_type_of(f, c->in[0]);
+  if (!gt0) return;
+  tpu_hlo_type_t gt = *gt0;
+  tpu_hlo_value_t mask = tpu_hlo_broadcast_to(f, c->in[1], gt.rank, gt.dims);
+  const tpu_hlo_type_t *mt = tpu_hlo_type_of(f, mask);
+  if (!mt) return;
+  if (mt->dtype != TPU_PRED) mask = tpu_hlo_compare(f, "NE", mask, tpu_hlo_constant(f, *mt, 0));
+  tpu_hlo_value_t s = rnd_scalar_as(f, c->in[2], &gt);
+  tpu_hlo_value_t y = tpu_hlo_select(f, mask, tpu_hlo_binary(f, "multiply", c->in[0], s), tpu_hlo_constant(f, gt, 0));
+  tpu_op_set_output(c, y);
+}
+
+/* rng_seed_state: in = [seed (i64 0-d)]; out = [state ui64[2]] = {seed, 0}. */
+static void rule_seed_state(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  tpu_hlo_value_t s = tpu_hlo_convert(f, c->in[0], TPU_U64);
+  int64_t one = 1;
+  tpu_hlo_value_t a = tpu_hlo_reshape(f, s, 1, &one);
+  tpu_hlo_value_t z = tpu_hlo_constant(f, tpu_hlo_type_make(TPU_U64, 1, &one), 0);
+  tpu_hlo_value_t parts[2] = {a, z};
+  tpu_hlo_value_t st = tpu_hlo_concatenate(f, parts, 2, 0);
+  tpu_op_set_output(c, st);
+}
+
 const tpu_op_rule_t tpu_rules_random[] = {
+    {"rng_uniform", rule_uniform, 3, 3},
+    {"rng_normal", rule_normal, 3, 3},
+    {"rng_randint", rule_randint, 3, 3},
+    {"rng_bernoulli", rule_bernoulli, 2, 2},
+    {"dropout", rule_dropout, 3, 3},
+    {"dropout_backward", rule_dropout_backward, 3, 3},
+    {"rng_seed_state", rule_seed_state, 1, 1},
     {NULL, NULL, 0, 0},
 };

@@ -1,0 +1,35 @@
+"""torch_tpu: PyTorch on TPUs (and any PJRT plugin) with a C engine.
+
+Importing this package registers the "tpu" device (PrivateUse1 renamed),
+the torch.tpu module and every kernel; ``import torch`` alone does the same
+through the ``torch.backends`` entry point."""
+import torch
+from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+from . import _C, _engine
+
+__version__ = "0.1.0"
+
+_BACKEND = "tpu"
+
+
+def _register():
+    if torch._C._get_privateuse1_backend_name() == _BACKEND and hasattr(torch, "tpu"):
+        return
+    from . import _device, _module
+    _setup_privateuseone_for_python_backend(
+        rename=_BACKEND, backend_module=_module, hook=_device._Hooks(), device_guard=_device._Guard()
+    )
+    _engine.ensure_initialized()
+    _device._hand_over_factories()
+
+
+_register()
+
+from . import ops  # noqa: E402  (kernels register on import)
+from . import api  # noqa: E402
+from ._dispatch import fallback_counts  # noqa: E402
+
+
+def _autoload():
+    """Entry point for torch.backends autoloading (`import torch` loads us)."""

@@ -1,0 +1,246 @@
+"""How ATen overloads reach the engine: registration, the run() bridge,
+derived out=/in-place variants, and the CPU fallback.
+
+See torch_tpu/ops/README.md for the contract kernels are written against.
+"""
+import os
+import threading
+import warnings
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from . import _C
+from ._dtypes import CODE, dtype_code
+
+_lib = torch.library.Library("aten", "IMPL")
+_registered = {}  # "add.Tensor" -> python function
+NotTpuError = _C.NotTpuError
+
+
+class scalar(tuple):
+    """A Python number passed to a rule as a 0-d input of a chosen dtype."""
+
+    def __new__(cls, value, dtype):
+        return tuple.__new__(cls, (CODE[dtype], value))
+
+
+def _is_tpu(t):
+    return isinstance(t, torch.Tensor) and t.device.type == "tpu"
+
+
+def _fix_inputs(rule, inputs):
+    fixed = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and not _C.is_tpu(x):
+            if x.device.type == "cpu" and x.dim() == 0:
+                fixed.append((dtype_code(x.dtype), x.item()))
+                continue
+            if x.device.type == "meta":
+                raise NotImplementedError(f"tpu: {rule} got a meta tensor")
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                f"tpu:0 and {x.device}! (while running {rule})"
+            )
+        fixed.append(x)
+    return fixed
+
+
+def run(rule, inputs, ints=(), floats=()):
+    """Runs the C lowering rule `rule`; returns a list of new tpu tensors."""
+    try:
+        return _C.op(rule, inputs, ints, floats)
+    except NotTpuError:
+        return _C.op(rule, _fix_inputs(rule, inputs), ints, floats)
+
+
+def to_dtype(t, dtype):
+    if t.dtype == dtype:
+        return t
+    return run("to_dtype", [t], [dtype_code(dtype)])[0]
+
+
+def write(dst, src):
+    """dst[...] = src (src broadcast to dst, converted to dst's dtype);
+    every alias of dst sees the write."""
+    if isinstance(src, torch.Tensor):
+        if not _C.is_tpu(src):
+            if src.dim() == 0 and src.device.type == "cpu":
+                src = (dtype_code(dst.dtype), src.item())
+            else:
+                raise RuntimeError(
+                    f"Expected all tensors to be on the same device, but found tpu and {src.device}"
+                )
+        elif src.dtype != dst.dtype:
+            src = to_dtype(src, dst.dtype)
+    else:
+        src = (dtype_code(dst.dtype), src)
+    _C.write(dst, src)
+    return dst
+
+
+def _strip(name):
+    return name[len("aten::"):] if name.startswith("aten::") else name
+
+
+def _as_list(x):
+    if x is None:
+        return []
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _schema(name):
+    base, _, overload = _strip(name).partition(".")
+    packet = getattr(torch.ops.aten, base)
+    return getattr(packet, overload or "default")._schema
+
+
+def _out_arg_names(name):
+    return [a.name for a in _schema(name).arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+
+
+def _cast_check(res_dtype, out_dtype, opname):
+    if not torch.can_cast(res_dtype, out_dtype):
+        raise RuntimeError(
+            f"{opname}: result type {_short(res_dtype)} can't be cast to the desired output type {_short(out_dtype)}"
+        )
+
+
+def _short(dt):
+    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
+            torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
+            torch.uint8: "Byte", torch.bool: "Bool"}.get(dt, str(dt))
+
+
+def resize_out(out, shape):
+    if tuple(out.shape) != tuple(shape):
+        out.resize_(shape)
+    return out
+
+
+def write_out(out, res, opname="out"):
+    _cast_check(res.dtype, out.dtype, opname)
+    resize_out(out, res.shape)
+    write(out, res)
+    return out
+
+
+def _make_out(fn, outs, opname):
+    def out_variant(*args, **kwargs):
+        targets = [kwargs.pop(n) for n in outs]
+        res = fn(*args, **kwargs)
+        results = res if isinstance(res, (tuple, list)) else (res,)
+        for o, r in zip(targets, results):
+            write_out(o, r, opname)
+        return targets[0] if len(targets) == 1 else tuple(targets)
+
+    return out_variant
+
+
+def _make_inplace(fn, opname):
+    def inplace_variant(self, *args, **kwargs):
+        res = fn(self, *args, **kwargs)
+        _cast_check(res.dtype, self.dtype, opname)
+        if tuple(res.shape) != tuple(self.shape):
+            raise RuntimeError(
+                f"{opname}: output with shape {list(self.shape)} doesn't match the broadcast shape {list(res.shape)}"
+            )
+        write(self, res)
+        return self
+
+    return inplace_variant
+
+
+def impl(name, fn):
+    name = _strip(name)
+    _lib.impl(name, fn, "PrivateUse1")
+    _registered[name] = fn
+
+
+def register(functional, out=None, inplace=None):
+    """Decorator: registers fn for the functional overload(s) and derives the
+    out= and in-place overloads named."""
+
+    def deco(fn):
+        for n in _as_list(functional):
+            impl(n, fn)
+        for n in _as_list(out):
+            impl(n, _make_out(fn, _out_arg_names(n), _strip(n)))
+        for n in _as_list(inplace):
+            impl(n, _make_inplace(fn, _strip(n)))
+        return fn
+
+    return deco
+
+
+def registered():
+    return dict(_registered)
+
+
+# ---- CPU fallback -------------------------------------------------------------
+
+_fallback_counts = {}
+_warned = set()
+_tls = threading.local()
+
+
+def fallback_counts():
+    return dict(_fallback_counts)
+
+
+def _to_cpu(x):
+    return x.cpu() if _is_tpu(x) else x
+
+
+def _cpu_fallback(op, *args, **kwargs):
+    name = op.name() if op._overloadname == "default" else f"{op.name()}.{op._overloadname}"
+    if os.environ.get("TORCH_TPU_CPU_FALLBACK", "1") == "0":
+        raise NotImplementedError(
+            f"tpu: no kernel for {name} and the CPU fallback is disabled (TORCH_TPU_CPU_FALLBACK=0)"
+        )
+    _fallback_counts[name] = _fallback_counts.get(name, 0) + 1
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(f"tpu: {name} has no tpu kernel; it runs on the CPU (inputs copied over and back)",
+                      stacklevel=2)
+    schema = op._schema
+    cpu_args = tree_map(_to_cpu, args)
+    cpu_kwargs = tree_map(_to_cpu, kwargs)
+    res = op(*cpu_args, **cpu_kwargs)
+    # write back arguments the op mutated
+    mutated = {}
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            if a.kwarg_only or i >= len(args):
+                orig, new = kwargs.get(a.name), cpu_kwargs.get(a.name)
+            else:
+                orig, new = args[i], cpu_args[i]
+            if _is_tpu(orig) and isinstance(new, torch.Tensor):
+                if tuple(orig.shape) != tuple(new.shape):
+                    orig.resize_(new.shape)
+                orig.copy_(new)
+                mutated[id(new)] = orig
+            elif isinstance(orig, (list, tuple)):
+                for o, n in zip(orig, new):
+                    if _is_tpu(o):
+                        o.copy_(n)
+    device = None
+    for x in tree_flatten((args, kwargs))[0]:
+        if _is_tpu(x):
+            device = x.device
+            break
+    if device is None:
+        device = torch.device("tpu", 0)
+
+    def back(x):
+        if isinstance(x, torch.Tensor):
+            if id(x) in mutated:
+                return mutated[id(x)]
+            return x.to(device)
+        return x
+
+    return tree_map(back, res)
+
+
+_fallback_lib = torch.library.Library("_", "IMPL")
+_fallback_lib.fallback(_cpu_fallback, "PrivateUse1")

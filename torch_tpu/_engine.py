@@ -1,0 +1,90 @@
+"""Loading the C engine: plugin discovery and runtime start-up (once)."""
+import importlib.util
+import os
+import sys
+import sysconfig
+
+from . import _C
+
+MODES = {"strict": 0, "debug": 1, "fused": 2}
+MODE_NAMES = {v: k for k, v in MODES.items()}
+
+_init_error = None
+
+
+def _site_dirs():
+    dirs = []
+    spec = importlib.util.find_spec("xla_plugins")
+    if spec is not None and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            dirs.append(os.path.dirname(loc))
+    for key in ("purelib", "platlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            dirs.append(p)
+    dirs.extend(p for p in sys.path if p and os.path.isdir(p))
+    seen, out = set(), []
+    for d in dirs:
+        if d not in seen:
+            seen.add(d)
+            out.append(d)
+    return ":".join(out)
+
+
+def mode_from_env():
+    if os.environ.get("TPU_LAUNCH_BLOCKING", "") == "1":
+        return MODES["debug"]
+    name = os.environ.get("TORCH_TPU_EAGER_MODE", "strict").strip().lower() or "strict"
+    if name not in MODES:
+        raise ValueError(f"TORCH_TPU_EAGER_MODE={name!r}: expected one of debug, strict, fused")
+    return MODES[name]
+
+
+def cache_dir_from_env():
+    d = os.environ.get("TORCH_TPU_CACHE_DIR")
+    if d is None:
+        return os.path.join(os.path.expanduser("~"), ".cache", "torch_tpu")
+    return d or None  # empty string disables the disk tier
+
+
+def _int_env(name, default):
+    v = os.environ.get(name)
+    return int(v) if v else default
+
+
+def ensure_initialized():
+    """Starts the engine on first use; raises RuntimeError naming what to set
+    or install when no plugin can be loaded."""
+    global _init_error
+    if _C.initialized():
+        return
+    if _init_error is not None:
+        raise RuntimeError(_init_error)
+    try:
+        plugin = _C.find_plugin(_site_dirs())
+        _C.init(
+            plugin,
+            num_devices=_int_env("TORCH_TPU_NUM_DEVICES", 1),
+            mode=mode_from_env(),
+            cache_dir=cache_dir_from_env(),
+            fused_max_nodes=_int_env("TORCH_TPU_FUSED_MAX_NODES", 0),
+            mem_max_entries=_int_env("TORCH_TPU_CACHE_MAX_ENTRIES", 0),
+            mem_max_bytes=_int_env("TORCH_TPU_CACHE_MAX_BYTES", 0),
+            disk_max_entries=_int_env("TORCH_TPU_DISK_CACHE_MAX_ENTRIES", 0),
+            disk_max_bytes=_int_env("TORCH_TPU_DISK_CACHE_MAX_BYTES", 0),
+        )
+    except Exception as e:  # keep the reason for every later call
+        _init_error = (
+            f"torch_tpu could not start its PJRT engine: {e}\n"
+            "Set TORCH_TPU_PJRT_PLUGIN=/path/to/a/pjrt_plugin.so, or install the CPU plugin "
+            "with `pip install xla-cpu-pjrt==0.0.1`."
+        )
+        raise RuntimeError(_init_error) from None
+
+
+def is_available():
+    try:
+        ensure_initialized()
+        return True
+    except RuntimeError:
+        return False

@@ -1,0 +1,23 @@
+"""ATen kernels for the tpu device, one module per family (see README.md).
+
+Each module registers its kernels on import; a module that is missing or
+fails to import leaves its ops to the CPU fallback (the failure is
+reported, not hidden)."""
+import importlib
+import warnings
+
+_FAMILIES = ["core", "random", "elementwise", "reduce", "linalg", "nn", "index", "optim"]
+loaded = []
+failed = {}
+
+for _name in _FAMILIES:
+    try:
+        importlib.import_module(f"{__name__}.{_name}")
+        loaded.append(_name)
+    except ModuleNotFoundError as e:
+        if e.name != f"{__name__}.{_name}":
+            failed[_name] = repr(e)
+            warnings.warn(f"torch_tpu: kernels of family {_name!r} failed to load: {e!r}")
+    except Exception as e:  # noqa: BLE001 - reported, the fallback covers the ops
+        failed[_name] = repr(e)
+        warnings.warn(f"torch_tpu: kernels of family {_name!r} failed to load: {e!r}")

@@ -1,0 +1,217 @@
+"""Core kernels: factories, copies between devices and dtypes, views,
+fills, scalar reads, resize.  Views are PyTorch metadata over a shared
+storage (the engine reads a view by its sizes/strides/offset), so the view
+kernels here only redispatch to PyTorch's own metadata kernels."""
+import torch
+
+from .. import _C
+from .._dispatch import impl, register, run, to_dtype, write
+from .._dtypes import CODE, dtype_code
+
+aten = torch.ops.aten
+_SUPPORTED = set(CODE)
+_CPU_KS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+
+
+def _meta_redispatch(op):
+    def kernel(*args, **kwargs):
+        return op.redispatch(_CPU_KS, *args, **kwargs)
+
+    return kernel
+
+
+# Pure metadata ops: PyTorch's generic implementations work on any storage.
+for _name, _op in [
+    ("as_strided", aten.as_strided.default),
+    ("view", aten.view.default),
+    ("_reshape_alias", aten._reshape_alias.default),
+    ("unfold", aten.unfold.default),
+    ("set_.source_Storage_storage_offset", aten.set_.source_Storage_storage_offset),
+    ("set_.source_Storage", aten.set_.source_Storage),
+    ("set_.source_Tensor", aten.set_.source_Tensor),
+]:
+    impl(_name, _meta_redispatch(_op))
+
+
+def _check_size(size):
+    for s in size:
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
+
+
+def full_tensor(size, value, dtype):
+    size = [int(s) for s in size]
+    _check_size(size)
+    code = dtype_code(dtype)
+    return run("full", [(code, value)], [code, len(size), *size])[0]
+
+
+@register("empty.memory_format")
+def empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    # always contiguous: a tpu array has no memory format of its own
+    return full_tensor(size, 0, dtype or torch.get_default_dtype())
+
+
+@register("empty_strided")
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+    _check_size(size)
+    n = 0 if any(s == 0 for s in size) else 1 + sum((s - 1) * st for s, st in zip(size, stride))
+    base = full_tensor([n], 0, dtype or torch.get_default_dtype())
+    return aten.as_strided.default(base, size, stride, 0)
+
+
+@register("full", out="full.out")
+def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
+    if dtype is None:  # as torch.full infers it
+        dtype = (torch.bool if isinstance(fill_value, bool) else
+                 torch.int64 if isinstance(fill_value, int) else torch.get_default_dtype())
+    return full_tensor(size, fill_value, dtype)
+
+
+@register(["fill_.Scalar"])
+def fill_scalar(self, value):
+    return write(self, value)
+
+
+@register(["fill_.Tensor"])
+def fill_tensor(self, value):
+    if value.dim() != 0:
+        raise RuntimeError(
+            f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions."
+        )
+    return write(self, value)
+
+
+@register("zero_")
+def zero_(self):
+    return write(self, 0)
+
+
+def from_host(src, device_index=0):
+    """A new tpu tensor holding a copy of the CPU tensor src."""
+    if src.dtype not in _SUPPORTED:
+        raise TypeError(f"tpu does not support dtype {src.dtype}")
+    src = src.contiguous()
+    if src.numel() == 0:
+        return full_tensor(src.shape, 0, src.dtype)
+    return _C.from_host(src.data_ptr(), tuple(src.shape), dtype_code(src.dtype), device_index)
+
+
+def _host_copy_to_tpu(src, dst):
+    """CPU tensor -> tpu tensor dst (broadcast and convert like copy_)."""
+    if src.dtype != dst.dtype:
+        src = src.to(dst.dtype)
+    if dst.numel() == 0:
+        return dst
+    return write(dst, from_host(src, dst.device.index or 0))
+
+
+def _tpu_copy_to_host(src, dst):
+    """tpu tensor -> CPU tensor dst."""
+    if src.dtype != dst.dtype:
+        src = to_dtype(src, dst.dtype)
+    if tuple(src.shape) != tuple(dst.shape):
+        src = src.expand(dst.shape)
+    if dst.numel() == 0:
+        return dst
+    if dst.is_contiguous() and not dst.is_conj():
+        _C.to_host(src, dst.data_ptr(), dst.numel() * dst.element_size())
+    else:
+        tmp = torch.empty(dst.shape, dtype=dst.dtype)
+        _C.to_host(src, tmp.data_ptr(), tmp.numel() * tmp.element_size())
+        dst.copy_(tmp)
+    return dst
+
+
+@register("_copy_from")
+def _copy_from(self, dst, non_blocking=False):
+    src_tpu, dst_tpu = self.device.type == "tpu", dst.device.type == "tpu"
+    if src_tpu and dst_tpu:
+        return write(dst, self)
+    if src_tpu:
+        return _tpu_copy_to_host(self, dst)
+    if dst_tpu:
+        return _host_copy_to_tpu(self, dst)
+    return dst.copy_(self)
+
+
+@register("_copy_from_and_resize")
+def _copy_from_and_resize(self, dst):
+    if tuple(dst.shape) != tuple(self.shape):
+        dst.resize_(self.shape)
+    return _copy_from(self, dst)
+
+
+@register("copy_")
+def copy_(self, src, non_blocking=False):
+    if src.device.type == "tpu":
+        return write(self, src)
+    return _host_copy_to_tpu(src, self)
+
+
+@register("_local_scalar_dense")
+def _local_scalar_dense(self):
+    host = torch.empty((), dtype=self.dtype)
+    _C.to_host(self, host.data_ptr(), host.element_size())
+    return host.item()
+
+
+@register("clone")
+def clone(self, *, memory_format=None):
+    return run("identity", [self])[0]
+
+
+@register("_to_copy")
+def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+             memory_format=None):
+    dtype = dtype or self.dtype
+    if self.device.type != "tpu":  # host -> tpu: one transfer, no fill
+        return from_host(self.to(dtype), torch.device(device).index or 0)
+    if device is not None and torch.device(device).type != "tpu":
+        out = torch.empty(self.shape, dtype=dtype, device=device)
+        return _tpu_copy_to_host(self, out)
+    if dtype == self.dtype:
+        return run("identity", [self])[0]
+    return to_dtype(self, dtype)
+
+
+@register("resize_")
+def resize_(self, size, memory_format=None):
+    size = [int(s) for s in size]
+    _check_size(size)
+    numel = 1
+    for s in size:
+        numel *= s
+    storage = self.untyped_storage()
+    have = storage.nbytes() // max(self.element_size(), 1)
+    need = self.storage_offset() + numel
+    if need > have:
+        # a bigger storage: the old elements are kept at the front
+        base = full_tensor([need], 0, self.dtype)
+        if self.numel() > 0:
+            old = aten.as_strided.default(self, [have - self.storage_offset()], [1], self.storage_offset()) \
+                if have > self.storage_offset() else None
+            if old is not None:
+                write(aten.as_strided.default(base, [old.numel()], [1], self.storage_offset()), old)
+        storage = base.untyped_storage()
+    stride = []
+    acc = 1
+    for s in reversed(size):
+        stride.append(acc)
+        acc *= max(s, 1)
+    stride.reverse()
+    aten.set_.source_Storage_storage_offset.redispatch(_CPU_KS, self, storage, self.storage_offset(), size, stride)
+    return self
+
+
+@register("equal")
+def equal(self, other):
+    if self.shape != other.shape:
+        return False
+    return bool(run("equal_all", [self, other])[0].item()) if _C.has_rule("equal_all") else bool(
+        (self.cpu() == other.cpu()).all())
+
+
+@register("_has_same_storage_numel")
+def _has_same_storage_numel(self, other):
+    return self.untyped_storage().nbytes() // self.element_size() == other.untyped_storage().nbytes() // other.element_size()
