@@ -129,9 +129,11 @@ TT_TEST(pjrt_file_that_is_not_a_plugin_is_invalid_argument) {
     CHECK_CODE(tpu_pjrt_client_create(path, NULL, 0, &c), TPU_INVALID_ARGUMENT, "not a PJRT plugin");
     unlink(path);
   }
-  /* A real shared library without GetPjrtApi. */
-  const char *libs[] = {"/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6",
-                        "/lib64/libm.so.6", "/usr/lib/aarch64-linux-gnu/libm.so.6"};
+  /* A real shared library without GetPjrtApi.  One the plugin does not
+   * itself depend on: re-opening a loaded dependency under another path
+   * makes glibc's ld.so drop a 56-byte dependency list (valgrind: definite). */
+  const char *libs[] = {"/usr/lib/x86_64-linux-gnu/libresolv.so.2", "/lib/x86_64-linux-gnu/libresolv.so.2",
+                        "/usr/lib/aarch64-linux-gnu/libresolv.so.2", "/lib64/libresolv.so.2"};
   for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
     if (access(libs[i], R_OK) != 0) continue;
     CHECK_CODE(tpu_pjrt_client_create(libs[i], NULL, 0, &c), TPU_INVALID_ARGUMENT, "GetPjrtApi");
@@ -166,13 +168,16 @@ TT_TEST(pjrt_too_old_plugin_names_missing_slot_and_versions) {
 
 TT_TEST(pjrt_find_plugin_env_and_search_dirs) {
   char out[4096];
+  const char *plugin = tt_plugin_path(); /* found before the variable is changed */
   const char *old = getenv("TORCH_TPU_PJRT_PLUGIN");
   char *saved = old ? strdup(old) : NULL;
   setenv("TORCH_TPU_PJRT_PLUGIN", "/no/such/plugin.so", 1);
   CHECK_CODE(tpu_pjrt_find_plugin(NULL, out, sizeof(out)), TPU_NOT_FOUND, "TORCH_TPU_PJRT_PLUGIN");
-  setenv("TORCH_TPU_PJRT_PLUGIN", tt_plugin_path(), 1);
-  TT_CHECK_OK(tpu_pjrt_find_plugin(NULL, out, sizeof(out)));
-  TT_CHECK(strcmp(out, tt_plugin_path()) == 0);
+  if (plugin[0]) {
+    setenv("TORCH_TPU_PJRT_PLUGIN", plugin, 1);
+    TT_CHECK_OK(tpu_pjrt_find_plugin(NULL, out, sizeof(out)));
+    TT_CHECK(strcmp(out, plugin) == 0);
+  }
   unsetenv("TORCH_TPU_PJRT_PLUGIN");
   CHECK_CODE(tpu_pjrt_find_plugin("/no/such/site:/also/not", out, sizeof(out)), TPU_NOT_FOUND,
              "pip install xla-cpu-pjrt==0.0.1");
