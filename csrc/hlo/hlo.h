@@ -47,6 +47,10 @@ char *tpu_hlo_type_str(const tpu_hlo_type_t *t, char *buf, size_t size);
 /* ---- module / function ---------------------------------------------------- */
 tpu_status_t tpu_hlo_module_create(const char *name, tpu_hlo_module_t **out_module);
 void tpu_hlo_module_destroy(tpu_hlo_module_t *m);
+/* Records mhlo.num_replicas / mhlo.num_partitions on the module (0 = leave
+ * the attribute out; a replicated program takes its counts from the compile
+ * options either way). */
+void tpu_hlo_module_set_replicas(tpu_hlo_module_t *m, int num_replicas, int num_partitions);
 /* The public entry is named "main".  Arguments are %arg0..%argN-1. */
 tpu_hlo_func_t *tpu_hlo_module_main(tpu_hlo_module_t *m);
 tpu_hlo_value_t tpu_hlo_func_arg(tpu_hlo_func_t *f, tpu_hlo_type_t type);
@@ -68,7 +72,10 @@ tpu_status_t tpu_hlo_module_text(tpu_hlo_module_t *m, const char **out_text, siz
  * "abs", "exponential", "exponential_minus_one", "log", "log_plus_one",
  * "sqrt", "rsqrt", "tanh", "logistic", "floor", "ceil", "sign", "not",
  * "round_nearest_even", "round_nearest_afz", "cosine", "sine", "tan",
- * "cbrt", "is_finite" (result i1), "popcnt", "real", "imag" ... */
+ * "cbrt", "is_finite" (result i1), "popcnt", "real", "imag" ...
+ * A name with a dot is emitted as given with the operand's type, e.g.
+ * "chlo.erf", "chlo.lgamma", "chlo.digamma", "chlo.erf_inv" (the plugin
+ * lowers CHLO); "chlo.is_inf" and friends return i1. */
 tpu_hlo_value_t tpu_hlo_unary(tpu_hlo_func_t *f, const char *op, tpu_hlo_value_t x);
 /* Elementwise binary, same shapes and types: "add", "subtract", "multiply",
  * "divide", "remainder", "maximum", "minimum", "power", "atan2", "and", "or",
@@ -87,6 +94,8 @@ tpu_hlo_value_t tpu_hlo_constant(tpu_hlo_func_t *f, tpu_hlo_type_t type, double 
 tpu_hlo_value_t tpu_hlo_constant_i64(tpu_hlo_func_t *f, tpu_hlo_type_t type, int64_t value);
 /* Dense 1-D..N-D constant from host values (small tables only). */
 tpu_hlo_value_t tpu_hlo_constant_i64s(tpu_hlo_func_t *f, tpu_hlo_type_t type, const int64_t *values);
+/* The same from doubles (rounded to the element type; exact bits in text). */
+tpu_hlo_value_t tpu_hlo_constant_f64s(tpu_hlo_func_t *f, tpu_hlo_type_t type, const double *values);
 tpu_hlo_value_t tpu_hlo_iota(tpu_hlo_func_t *f, tpu_hlo_type_t type, int64_t dim);
 tpu_hlo_value_t tpu_hlo_broadcast_in_dim(tpu_hlo_func_t *f, tpu_hlo_value_t x, tpu_hlo_type_t to,
                                          const int64_t *dims /* x.rank entries */);
