@@ -25,7 +25,7 @@ PYINC = $(shell $(VPY) -c 'import sysconfig;print(sysconfig.get_paths()["include
 PYEXT := torch_tpu/_C$(EXT_SUFFIX)
 TEST_MODES ?= strict debug fused
 
-.PHONY: all venv build demo test test-c test-py valgrind bench clean
+.PHONY: all venv build demo test test-c test-py valgrind bench bench-pjrt clean
 
 all: build
 
@@ -57,7 +57,21 @@ $(PYEXT): $(PYEXT_SRCS) $(ENGINE_LIB) $(ENGINE_HDRS) $(STAMP)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -DPy_LIMITED_API=0x030B0000 -I$(PYINC) -shared \
 	  $(PYEXT_SRCS) $(ENGINE_LIB) -ldl -lpthread -lm -o $@
 
-build: $(STAMP) $(ENGINE_LIB) $(TESTC_BIN) $(if $(PYEXT_SRCS),$(PYEXT))
+# ---- C demo and PJRT benchmark -------------------------------------------------------
+DEMO_C := $(BUILD)/demo_c
+BENCH_PJRT := $(BUILD)/bench_pjrt
+
+$(DEMO_C): examples/c/demo.c $(ENGINE_LIB) $(ENGINE_HDRS)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) examples/c/demo.c $(ENGINE_LIB) -ldl -lpthread -lm -o $@
+
+$(BENCH_PJRT): bench/c/bench_pjrt.c $(ENGINE_LIB) $(ENGINE_HDRS)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) bench/c/bench_pjrt.c $(ENGINE_LIB) -ldl -lpthread -lm -o $@
+
+# Runs the PJRT layer benchmark alone (writes bench/pjrt_results.json).
+bench-pjrt: $(STAMP) $(BENCH_PJRT)
+	TORCH_TPU_SITE_DIRS=$(SITE) $(BENCH_PJRT) bench/pjrt_results.json
+
+build: $(STAMP) $(ENGINE_LIB) $(TESTC_BIN) $(DEMO_C) $(if $(PYEXT_SRCS),$(PYEXT))
 
 # The C tests find the CPU plugin inside the venv's site-packages.
 test-c: $(STAMP) $(TESTC_BIN)
