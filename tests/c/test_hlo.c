@@ -1405,3 +1405,27 @@ TT_TEST(hlo_zero_sized_and_scalar_programs) {
   }
   hb_free(&b);
 }
+
+TT_TEST(hlo_select_on_sign_of_input) {
+  float x[4] = {-1, -4.5f, 0.5f, 2};
+  hb_t b;
+  tpu_hlo_func_t *f = hb_init(&b, "sgn", 1);
+  tpu_hlo_type_t t = TY(TPU_F32, D(4));
+  tpu_hlo_value_t a = hb_arg(&b, t, x);
+  tpu_hlo_value_t y = tpu_hlo_binary(f, "multiply", tpu_hlo_unary(f, "abs", a), tpu_hlo_constant(f, t, 0.5));
+  tpu_hlo_value_t p = tpu_hlo_compare(f, "LT", a, tpu_hlo_constant(f, t, 0.0));
+  tpu_hlo_value_t r[2];
+  r[0] = tpu_hlo_select(f, p, tpu_hlo_binary(f, "subtract", tpu_hlo_constant(f, t, 2.0), y), y);
+  r[1] = tpu_hlo_convert(f, p, TPU_F32);
+  if (hb_run(&b, r, 2)) {
+    float w[4], w1[4];
+    for (int i = 0; i < 4; i++) {
+      float yy = fabsf(x[i]) * 0.5f;
+      w[i] = x[i] < 0 ? 2 - yy : yy;
+      w1[i] = x[i] < 0;
+    }
+    near_f(OUT(b, 0, float), w, 4, 0, "select on sign");
+    near_f(OUT(b, 1, float), w1, 4, 0, "x < 0");
+  }
+  hb_free(&b);
+}
