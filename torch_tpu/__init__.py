@@ -22,6 +22,7 @@ def _register():
     )
     _engine.ensure_initialized()
     _device._hand_over_factories()
+    _device._patch_storage_methods()
 
 
 _register()

@@ -36,3 +36,30 @@ def _hand_over_factories():
         DTYPE,
         {dt: code for code, dt in enumerate(DTYPE) if dt is not None},
     )
+
+
+def _storage_to_tpu(self, device=None, non_blocking=False):
+    """UntypedStorage.tpu(): PyTorch's generated version allocates through
+    a PrivateUse1 allocator, which a Python backend does not have; this one
+    uploads the bytes through a tensor instead."""
+    index = torch.device(device).index if device is not None and not isinstance(device, int) else device
+    index = index or 0
+    if self.device.type == "tpu":
+        return self
+    if self.device.type != "cpu":
+        self = self.cpu()
+    data = torch.empty(0, dtype=torch.uint8).set_(self)
+    return data.to(torch.device("tpu", index)).untyped_storage()
+
+
+def _patch_storage_methods():
+    torch.UntypedStorage.tpu = _storage_to_tpu
+    original_to = torch.UntypedStorage.to
+
+    def to(self, *, device, non_blocking=False):
+        device = torch.device(device)
+        if device.type == "tpu":
+            return _storage_to_tpu(self, device, non_blocking)
+        return original_to(self, device=device, non_blocking=non_blocking)
+
+    torch.UntypedStorage.to = to

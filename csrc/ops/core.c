@@ -277,6 +277,47 @@ static void rule_full(tpu_op_ctx_t *c) {
   tpu_op_set_output(c, tpu_hlo_broadcast_in_dim(c->f, v, out, NULL));
 }
 
+/* bitcast_flat: ints = [dtype B].  Reinterprets the bytes of x (any shape,
+ * dtype A) as a flat array of B (a storage viewed with another dtype, as
+ * torch.save / UntypedStorage copies do).  bool travels as one byte. */
+static void rule_bitcast_flat(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  tpu_dtype_t to = (tpu_dtype_t)tpu_op_int(c, 0);
+  tpu_hlo_value_t x = core_flat(f, c->in[0]);
+  const tpu_hlo_type_t *t = tpu_hlo_type_of(f, x);
+  if (!t) return;
+  tpu_dtype_t from = t->dtype;
+  if (from == TPU_PRED) {
+    x = tpu_hlo_convert(f, x, TPU_U8);
+    from = TPU_U8;
+  }
+  tpu_dtype_t mid = to == TPU_PRED ? TPU_U8 : to;
+  size_t a = tpu_dtype_size(from), b = tpu_dtype_size(mid);
+  int64_t n = t->dims[0];
+  if (!a || !b || (n * (int64_t)a) % (int64_t)b) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "bitcast: %lld bytes cannot be viewed as %s", (long long)(n * (int64_t)a),
+                tpu_dtype_name(to));
+    return;
+  }
+  tpu_hlo_value_t y;
+  if (a == b) {
+    y = from == mid ? x : tpu_hlo_bitcast_convert(f, x, mid);
+  } else if (a > b) {
+    y = tpu_hlo_bitcast_convert(f, x, mid); /* [n, a/b] */
+    int64_t m = n * (int64_t)(a / b);
+    y = tpu_hlo_reshape(f, y, 1, &m);
+  } else {
+    int64_t dims[2] = {n / (int64_t)(b / a), (int64_t)(b / a)};
+    y = tpu_hlo_bitcast_convert(f, tpu_hlo_reshape(f, x, 2, dims), mid);
+  }
+  if (to == TPU_PRED) {
+    const tpu_hlo_type_t *yt = tpu_hlo_type_of(f, y);
+    if (!yt) return;
+    y = tpu_hlo_compare(f, "NE", y, tpu_hlo_constant(f, *yt, 0));
+  }
+  tpu_op_set_output(c, y);
+}
+
 /* identity: returns its input (a contiguous copy materialises a view). */
 static void rule_identity(tpu_op_ctx_t *c) { tpu_op_set_output(c, c->in[0]); }
 
@@ -286,5 +327,6 @@ const tpu_op_rule_t tpu_rules_core[] = {
     {"to_dtype", rule_to_dtype, 1, 1},
     {"full", rule_full, 1, 1},
     {"identity", rule_identity, 1, 1},
+    {"bitcast_flat", rule_bitcast_flat, 1, 1},
     {NULL, NULL, 0, 0},
 };

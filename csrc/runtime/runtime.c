@@ -701,9 +701,35 @@ static tpu_status_t check_view(const tpu_storage_t *s, const tpu_view_t *view) {
   if (view->rank < 0 || view->rank > TPU_MAX_RANK)
     return tpu_status_make(TPU_INVALID_ARGUMENT, "tensors of rank %d are not supported (max %d)", view->rank,
                            TPU_MAX_RANK);
-  if (view->dtype != s->dtype)
-    return tpu_status_make(TPU_UNIMPLEMENTED, "a %s view of a %s storage is not supported",
-                           tpu_dtype_name(view->dtype), tpu_dtype_name(s->dtype));
+  if (view->dtype != s->dtype) {
+    size_t a = tpu_dtype_size(s->dtype), b = tpu_dtype_size(view->dtype);
+    if (!a || !b || ((size_t)s->numel * a) % b)
+      return tpu_status_make(TPU_INVALID_ARGUMENT, "a %s view of a %s storage of %lld elements is not possible",
+                             tpu_dtype_name(view->dtype), tpu_dtype_name(s->dtype), (long long)s->numel);
+  }
+  return NULL;
+}
+
+static tpu_status_t graph_add_node(const tpu_op_rule_t *rule, const tpu_ref_t *in, int nin,
+                                   const tpu_op_attrs_t *attrs, int device, tpu_node_t **out_node);
+
+/* A reference to a storage's value seen as `dtype` (bitcast when the view's
+ * dtype differs from the storage's, e.g. torch.save's byte views). */
+static tpu_status_t storage_ref(tpu_storage_t *s, tpu_dtype_t dtype, int device, tpu_ref_t *out,
+                                const tpu_hlo_type_t **out_type) {
+  tpu_ref_t base;
+  TPU_PROPAGATE(graph_ref(s->value, &base));
+  if (dtype == s->value->type.dtype) {
+    *out = base;
+    *out_type = &s->value->type;
+    return NULL;
+  }
+  int64_t code = dtype;
+  tpu_op_attrs_t a = {1, &code, 0, NULL};
+  tpu_node_t *node;
+  TPU_PROPAGATE(graph_add_node(tpu_op_rule_find("bitcast_flat"), &base, 1, &a, device, &node));
+  *out = TPU_REF_NODE(R.g.nnodes - 1, 0);
+  *out_type = &node->outs[0]->type;
   return NULL;
 }
 
@@ -719,8 +745,9 @@ static tpu_status_t input_ref(const tpu_rt_input_t *in, int device, tpu_ref_t *o
   tpu_storage_t *s = in->storage;
   TPU_PROPAGATE(check_view(s, &in->view));
   tpu_ref_t base;
-  TPU_PROPAGATE(graph_ref(s->value, &base));
-  if (view_is_identity(&in->view, &s->value->type)) {
+  const tpu_hlo_type_t *bt;
+  TPU_PROPAGATE(storage_ref(s, in->view.dtype, device, &base, &bt));
+  if (view_is_identity(&in->view, bt)) {
     *out = base;
     return NULL;
   }
@@ -847,7 +874,8 @@ tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const 
     if (dst_view->sizes[d] != 1 && dst_view->strides[d] != expect) full = false;
     expect *= dst_view->sizes[d];
   }
-  if (full && src->storage && src->storage->dtype == dst->dtype && src->view.dtype == dst->dtype &&
+  if (full && dst_view->dtype == dst->dtype && src->storage && src->storage->dtype == dst->dtype &&
+      src->view.dtype == dst->dtype &&
       view_is_identity(&src->view, &src->storage->value->type) && src->storage->numel == numel &&
       src->view.rank == dst_view->rank &&
       !memcmp(src->view.sizes, dst_view->sizes, sizeof(int64_t) * (size_t)dst_view->rank)) {
@@ -860,7 +888,8 @@ tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const 
   }
   int mark = R.g.nnodes;
   tpu_ref_t refs[2];
-  st = graph_ref(dst->value, &refs[0]);
+  const tpu_hlo_type_t *bt;
+  st = storage_ref(dst, dst_view->dtype, device, &refs[0], &bt);
   if (!st) st = input_ref(src, device, &refs[1]);
   int64_t ints[2 + 2 * TPU_MAX_RANK + 1];
   tpu_op_attrs_t a = {view_attrs(dst_view, ints), ints, 0, NULL};
@@ -868,6 +897,12 @@ tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const 
   if (!view_write) view_write = tpu_op_rule_find("view_write");
   tpu_node_t *node = NULL;
   if (!st) st = graph_add_node(view_write, refs, 2, &a, device, &node);
+  if (!st && dst_view->dtype != dst->dtype) { /* back to the storage's dtype */
+    tpu_ref_t w = TPU_REF_NODE(R.g.nnodes - 1, 0);
+    int64_t code = dst->dtype;
+    tpu_op_attrs_t ba = {1, &code, 0, NULL};
+    st = graph_add_node(tpu_op_rule_find("bitcast_flat"), &w, 1, &ba, device, &node);
+  }
   if (st) {
     graph_truncate(mark);
     if (R.mode != TPU_MODE_FUSED) graph_discard();
@@ -938,15 +973,16 @@ tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void 
   tpu_status_t st = check_view(s, view);
   tpu_value_t *v = NULL;
   if (!st) {
-    if (view_is_identity(view, &s->value->type)) {
+    if (view->dtype == s->value->type.dtype && view_is_identity(view, &s->value->type)) {
       v = s->value;
       value_retain(v);
       if (!v->buffer) st = graph_flush();
     } else {
       /* materialise the view as its own value */
       tpu_ref_t base;
+      const tpu_hlo_type_t *bt;
       int mark = R.g.nnodes;
-      st = graph_ref(s->value, &base);
+      st = storage_ref(s, view->dtype, s->device, &base, &bt);
       int64_t ints[2 + 2 * TPU_MAX_RANK + 1];
       tpu_op_attrs_t a = {view_attrs(view, ints), ints, 0, NULL};
       tpu_node_t *node = NULL;

@@ -144,9 +144,8 @@ def _copy_from_and_resize(self, dst):
 
 @register("copy_")
 def copy_(self, src, non_blocking=False):
-    if src.device.type == "tpu":
-        return write(self, src)
-    return _host_copy_to_tpu(src, self)
+    # reached when either side is a tpu tensor: self may be the CPU one
+    return _copy_from(src, self, non_blocking)
 
 
 @register("_local_scalar_dense")
