@@ -1,6 +1,815 @@
-/* index.c - lowering rules (see ops.h for how a rule is written). */
+/* index.c - indexing rules: cat, index_select, gather, scatter family,
+ * advanced indexing (index / index_put), take, index_add/copy/fill, tril/triu,
+ * flip, roll, repeat, constant_pad_nd (see ops.h for how a rule is written).
+ *
+ * Index tensors are any integer type; they are converted to s64 and negative
+ * values are wrapped (i < 0 -> i + size) in every rule.  PyTorch wraps in
+ * advanced indexing, take and index_put, and raises IndexError for negative
+ * indices in gather / scatter / index_select; wrapping there is a superset.
+ *
+ * Out-of-range indices: PyTorch raises IndexError ("index 7 is out of bounds
+ * for dimension 0 with size 5").  Raising needs the index values on the host,
+ * i.e. a device->host sync per indexing op, which would serialise every step.
+ * So the rules do what XLA does: a gather clamps the start index into range
+ * (reads the last valid element), a scatter drops out-of-range updates.  The
+ * `index_bounds_check` rule computes "every index is in [-size, size)" as a
+ * 0-d bool on the device; the Python adapters run it and raise IndexError
+ * only in debug eager mode (TORCH_TPU_EAGER_MODE=debug), where every op
+ * waits anyway.
+ *
+ * Data-dependent shapes (bool-mask indexing, nonzero, masked_select) cannot
+ * be expressed in one static-shape program: the adapters turn a bool mask
+ * into integer indices with nonzero, which reads the mask on the host (a
+ * sync), then use the rules here.
+ */
+#include <stdio.h>
+#include <string.h>
+
 #include "ops/ops.h"
 
+/* ---- helpers ------------------------------------------------------------------- */
+
+static tpu_hlo_type_t ix_type(tpu_op_ctx_t *c, tpu_hlo_value_t v) {
+  const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, v);
+  if (t) return *t;
+  tpu_hlo_type_t z;
+  memset(&z, 0, sizeof z);
+  return z;
+}
+
+static const char *ix_shape(const tpu_hlo_type_t *t, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < t->rank && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+static int ix_check_index_dtype(tpu_op_ctx_t *c, tpu_dtype_t dt, const char *what) {
+  if (!tpu_dtype_is_int(dt)) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: %s(): Expected dtype int64 for index, but got %s", c->name, what,
+                tpu_dtype_name(dt));
+    return 0;
+  }
+  return 1;
+}
+
+/* idx as s64 with negative values wrapped by `size`. */
+static tpu_hlo_value_t ix_wrap(tpu_op_ctx_t *c, tpu_hlo_value_t idx, int64_t size) {
+  tpu_hlo_func_t *f = c->f;
+  tpu_hlo_value_t i = tpu_hlo_cast(f, idx, TPU_S64);
+  tpu_hlo_type_t t = ix_type(c, i);
+  if (!tpu_dtype_is_signed(ix_type(c, idx).dtype)) return i;
+  tpu_hlo_value_t neg = tpu_hlo_compare(f, "LT", i, tpu_hlo_constant_i64(f, t, 0));
+  return tpu_hlo_select(f, neg, tpu_hlo_binary(f, "add", i, tpu_hlo_constant_i64(f, t, size)), i);
+}
+
+/* [*t.shape] s64 -> [*t.shape, 1]. */
+static tpu_hlo_value_t ix_add_vec_dim(tpu_op_ctx_t *c, tpu_hlo_value_t v) {
+  tpu_hlo_type_t t = ix_type(c, v);
+  t.dims[t.rank] = 1;
+  return tpu_hlo_reshape(c->f, v, t.rank + 1, t.dims);
+}
+
+/* Full coordinates for gather/scatter along `dim`: [*idx.shape, R] where
+ * component dim is the (wrapped) index and the others are iotas. */
+static tpu_hlo_value_t ix_full_coords(tpu_op_ctx_t *c, tpu_hlo_value_t idx_s64, int dim, int R) {
+  tpu_hlo_type_t t = ix_type(c, idx_s64);
+  tpu_hlo_value_t parts[TPU_MAX_RANK];
+  for (int d = 0; d < R; d++)
+    parts[d] = ix_add_vec_dim(c, d == dim ? idx_s64 : tpu_hlo_iota(c->f, t, d));
+  if (R == 1) return parts[0];
+  return tpu_hlo_concatenate(c->f, parts, R, R);
+}
+
+static tpu_hlo_value_t ix_gather_points(tpu_op_ctx_t *c, tpu_hlo_value_t x, tpu_hlo_value_t coords, int R) {
+  tpu_hlo_gather_dims_t gd;
+  memset(&gd, 0, sizeof gd);
+  gd.ncollapsed = R;
+  gd.nstart_map = R;
+  for (int d = 0; d < R; d++) {
+    gd.collapsed_slice_dims[d] = d;
+    gd.start_index_map[d] = d;
+    gd.slice_sizes[d] = 1;
+  }
+  gd.index_vector_dim = ix_type(c, coords).rank - 1;
+  return tpu_hlo_gather(c->f, x, coords, &gd);
+}
+
+static tpu_hlo_value_t ix_scatter_points(tpu_op_ctx_t *c, tpu_hlo_value_t x, tpu_hlo_value_t coords,
+                                         tpu_hlo_value_t upd, int R, const char *body) {
+  tpu_hlo_scatter_dims_t sd;
+  memset(&sd, 0, sizeof sd);
+  sd.ninserted = R;
+  sd.nscatter_map = R;
+  for (int d = 0; d < R; d++) {
+    sd.inserted_window_dims[d] = d;
+    sd.scatter_dims_to_operand_dims[d] = d;
+  }
+  sd.index_vector_dim = ix_type(c, coords).rank - 1;
+  return tpu_hlo_scatter(c->f, x, coords, upd, &sd, body);
+}
+
+/* ---- cat ------------------------------------------------------------------------- */
+
+/* cat: inputs (t0, t1, ...); attrs [dim, dtype].  Every input is converted
+ * to dtype (the promoted type, computed by the adapter).  Legacy 1-d empty
+ * tensors (shape [0]) are skipped, as PyTorch does. */
+static void rule_cat(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  int64_t dim = tpu_op_int(c, 0);
+  tpu_dtype_t dt = (tpu_dtype_t)tpu_op_int(c, 1);
+  tpu_hlo_value_t keep[TPU_OP_MAX_INPUTS];
+  int nk = 0, ref = -1;
+  for (int i = 0; i < c->nin; i++) {
+    tpu_hlo_type_t t = ix_type(c, c->in[i]);
+    if (t.rank == 1 && t.dims[0] == 0) continue;
+    if (t.rank == 0) {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: zero-dimensional tensor (at position %d) cannot be concatenated",
+                  c->name, i);
+      return;
+    }
+    if (ref < 0) ref = i;
+    keep[nk++] = tpu_hlo_cast(f, c->in[i], dt);
+  }
+  if (nk == 0) {
+    int64_t z = 0;
+    tpu_op_set_output(c, tpu_hlo_constant(f, tpu_hlo_type_make(dt, 1, &z), 0.0));
+    return;
+  }
+  tpu_hlo_type_t rt = ix_type(c, c->in[ref]);
+  int64_t d = tpu_op_dim(c, dim, rt.rank);
+  for (int i = ref + 1, k = 1; i < c->nin; i++) {
+    tpu_hlo_type_t t = ix_type(c, c->in[i]);
+    if (t.rank == 1 && t.dims[0] == 0) continue;
+    if (t.rank != rt.rank) {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                  "%s: Tensors must have same number of dimensions: got %d and %d", c->name, rt.rank, t.rank);
+      return;
+    }
+    for (int j = 0; j < t.rank; j++) {
+      if (j != d && t.dims[j] != rt.dims[j]) {
+        tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                    "%s: Sizes of tensors must match except in dimension %lld. Expected size %lld but got size "
+                    "%lld for tensor number %d in the list.",
+                    c->name, (long long)d, (long long)rt.dims[j], (long long)t.dims[j], i);
+        return;
+      }
+    }
+    k++;
+  }
+  tpu_op_set_output(c, nk == 1 ? keep[0] : tpu_hlo_concatenate(f, keep, nk, d));
+}
+
+/* ---- index_select / gather / take -------------------------------------------------- */
+
+/* Gathers whole slices of x along dim at idx [L] (s64, wrapped). */
+static tpu_hlo_value_t ix_take_along(tpu_op_ctx_t *c, tpu_hlo_value_t x, int dim, tpu_hlo_value_t idx) {
+  tpu_hlo_type_t t = ix_type(c, x), it = ix_type(c, idx);
+  tpu_hlo_gather_dims_t gd;
+  memset(&gd, 0, sizeof gd);
+  for (int i = 0; i < t.rank; i++) {
+    if (i != dim) gd.offset_dims[gd.noffset++] = i < dim ? i : i + it.rank - 1;
+    gd.slice_sizes[i] = i == dim ? 1 : t.dims[i];
+  }
+  gd.ncollapsed = 1;
+  gd.collapsed_slice_dims[0] = dim;
+  gd.nstart_map = 1;
+  gd.start_index_map[0] = dim;
+  gd.index_vector_dim = it.rank;
+  return tpu_hlo_gather(c->f, x, idx, &gd);
+}
+
+/* index_select: inputs (self, index [L] or 0-d); attrs [dim]. */
+static void rule_index_select(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t = ix_type(c, c->in[0]), it = ix_type(c, c->in[1]);
+  if (!ix_check_index_dtype(c, it.dtype, "index_select")) return;
+  if (it.rank > 1) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: index_select(): Index is supposed to be a vector", c->name);
+    return;
+  }
+  if (t.rank == 0) { /* a scalar: every index must be 0 */
+    int64_t L = it.rank ? it.dims[0] : 1;
+    tpu_op_set_output(c, it.rank ? tpu_hlo_broadcast_to(c->f, c->in[0], 1, &L) : c->in[0]);
+    return;
+  }
+  int64_t dim = tpu_op_dim(c, tpu_op_int(c, 0), t.rank);
+  tpu_hlo_value_t idx = ix_wrap(c, c->in[1], t.dims[dim]);
+  if (it.rank == 0) idx = tpu_hlo_reshape(c->f, idx, 1, (int64_t[]){1});
+  tpu_op_set_output(c, ix_take_along(c, c->in[0], (int)dim, idx));
+}
+
+/* gather: inputs (self, index); attrs [dim].  index has self's rank and is no
+ * larger than self in every dim but `dim`; result has index's shape. */
+static void rule_gather(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t = ix_type(c, c->in[0]), it = ix_type(c, c->in[1]);
+  if (!ix_check_index_dtype(c, it.dtype, "gather")) return;
+  int R = t.rank;
+  int64_t dim = tpu_op_dim(c, tpu_op_int(c, 0), R);
+  if (R == 0 || it.rank == 0) {
+    if (tpu_hlo_type_numel(&it) != 1 || tpu_hlo_type_numel(&t) != 1) goto bad_rank;
+    tpu_op_set_output(c, tpu_hlo_reshape(c->f, c->in[0], it.rank, it.dims));
+    return;
+  }
+  if (it.rank != R) goto bad_rank;
+  for (int d = 0; d < R; d++) {
+    if (d != dim && it.dims[d] > t.dims[d]) {
+      char b1[64], b2[64];
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                  "%s: Size does not match at dimension %d expected index %s to be no larger than self %s apart "
+                  "from dimension %lld",
+                  c->name, d, ix_shape(&it, b1, sizeof b1), ix_shape(&t, b2, sizeof b2), (long long)dim);
+      return;
+    }
+  }
+  {
+    tpu_hlo_value_t coords = ix_full_coords(c, ix_wrap(c, c->in[1], t.dims[dim]), (int)dim, R);
+    tpu_op_set_output(c, ix_gather_points(c, c->in[0], coords, R));
+    return;
+  }
+bad_rank:
+  tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: Index tensor must have the same number of dimensions as input tensor",
+              c->name);
+}
+
+/* take: inputs (self, index) -> self.flatten()[index] (index's shape). */
+static void rule_take(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t = ix_type(c, c->in[0]), it = ix_type(c, c->in[1]);
+  if (!ix_check_index_dtype(c, it.dtype, "take")) return;
+  int64_t n = tpu_hlo_type_numel(&t);
+  tpu_hlo_value_t flat = tpu_hlo_reshape(c->f, c->in[0], 1, &n);
+  tpu_hlo_value_t idx = ix_add_vec_dim(c, ix_wrap(c, c->in[1], n));
+  tpu_op_set_output(c, ix_gather_points(c, flat, idx, 1));
+}
+
+/* index_bounds_check: inputs (index); attrs [size] -> 0-d bool: every index
+ * is in [-size, size).  For the debug-mode IndexError check. */
+static void rule_index_bounds_check(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  int64_t size = tpu_op_int(c, 0);
+  tpu_hlo_value_t i = tpu_hlo_cast(f, c->in[0], TPU_S64);
+  tpu_hlo_type_t t = ix_type(c, i);
+  tpu_hlo_value_t ok = tpu_hlo_binary(f, "and", tpu_hlo_compare(f, "GE", i, tpu_hlo_constant_i64(f, t, -size)),
+                                      tpu_hlo_compare(f, "LT", i, tpu_hlo_constant_i64(f, t, size)));
+  int64_t all[TPU_MAX_RANK];
+  for (int d = 0; d < t.rank; d++) all[d] = d;
+  tpu_op_set_output(c, t.rank ? tpu_hlo_reduce(f, ok, tpu_hlo_scalar(f, TPU_PRED, 1), all, t.rank, "and") : ok);
+}
+
+/* ---- scatter family --------------------------------------------------------------- */
+
+/* Updates for scatter: src sliced to index's shape (or a 0-d value broadcast). */
+static tpu_hlo_value_t ix_scatter_updates(tpu_op_ctx_t *c, int isrc, const tpu_hlo_type_t *it, tpu_dtype_t dt) {
+  tpu_hlo_type_t st = ix_type(c, c->in[isrc]);
+  tpu_hlo_value_t s = tpu_hlo_cast(c->f, c->in[isrc], dt);
+  if (st.rank == 0) return tpu_hlo_broadcast_to(c->f, s, it->rank, it->dims);
+  if (st.rank != it->rank) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: Index tensor must have the same number of dimensions as src tensor",
+                c->name);
+    return TPU_HLO_NONE;
+  }
+  int same = 1;
+  for (int d = 0; d < st.rank; d++) {
+    if (it->dims[d] > st.dims[d]) {
+      char b1[64], b2[64];
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                  "%s: Expected index %s to be no larger than src %s", c->name, ix_shape(it, b1, sizeof b1),
+                  ix_shape(&st, b2, sizeof b2));
+      return TPU_HLO_NONE;
+    }
+    same &= it->dims[d] == st.dims[d];
+  }
+  if (same) return s;
+  int64_t z[TPU_MAX_RANK] = {0}, one[TPU_MAX_RANK];
+  for (int d = 0; d < st.rank; d++) one[d] = 1;
+  return tpu_hlo_slice(c->f, s, z, it->dims, one);
+}
+
+static int ix_scatter_check(tpu_op_ctx_t *c, const tpu_hlo_type_t *t, const tpu_hlo_type_t *it, int64_t dim) {
+  if (!ix_check_index_dtype(c, it->dtype, "scatter")) return 0;
+  if (it->rank != t->rank && !(tpu_hlo_type_numel(it) <= 1 && t->rank <= 1)) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: Index tensor must have the same number of dimensions as self tensor",
+                c->name);
+    return 0;
+  }
+  for (int d = 0; d < t->rank && d < it->rank; d++) {
+    if (d != dim && it->dims[d] > t->dims[d]) {
+      char b1[64], b2[64];
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                  "%s: Expected index %s to be no larger than self %s apart from dimension %lld", c->name,
+                  ix_shape(it, b1, sizeof b1), ix_shape(t, b2, sizeof b2), (long long)dim);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static const char *ix_body(int64_t code) {
+  switch (code) {
+    case 1: return "add";
+    case 2: return "multiply";
+    default: return "replace";
+  }
+}
+
+/* scatter: inputs (self, index, src or 0-d value); attrs [dim, reduce (0 none,
+ * 1 add, 2 multiply)].  Also scatter_add with attrs [dim] (reduce add). */
+static void rule_scatter_impl(tpu_op_ctx_t *c, int64_t reduce) {
+  tpu_hlo_type_t t = ix_type(c, c->in[0]), it = ix_type(c, c->in[1]);
+  int R = t.rank;
+  int64_t dim = tpu_op_dim(c, tpu_op_int(c, 0), R);
+  if (!ix_scatter_check(c, &t, &it, dim)) return;
+  if (R == 0) { /* 0-d self: one element */
+    tpu_hlo_value_t self1 = tpu_hlo_reshape(c->f, c->in[0], 1, (int64_t[]){1});
+    tpu_hlo_type_t it1 = tpu_hlo_type_make(it.dtype, 1, (int64_t[]){tpu_hlo_type_numel(&it)});
+    tpu_hlo_value_t i1 = tpu_hlo_reshape(c->f, c->in[1], 1, it1.dims);
+    tpu_hlo_value_t u = tpu_hlo_reshape(c->f, ix_scatter_updates(c, 2, &it, t.dtype), 1, it1.dims);
+    tpu_hlo_value_t r = ix_scatter_points(c, self1, ix_add_vec_dim(c, ix_wrap(c, i1, 1)), u, 1, ix_body(reduce));
+    tpu_op_set_output(c, tpu_hlo_reshape(c->f, r, 0, NULL));
+    return;
+  }
+  tpu_hlo_value_t upd = ix_scatter_updates(c, 2, &it, t.dtype);
+  tpu_hlo_value_t coords = ix_full_coords(c, ix_wrap(c, c->in[1], t.dims[dim]), (int)dim, R);
+  tpu_op_set_output(c, ix_scatter_points(c, c->in[0], coords, upd, R, ix_body(reduce)));
+}
+
+static void rule_scatter(tpu_op_ctx_t *c) {
+  int64_t reduce = tpu_op_nints(c) > 1 ? tpu_op_int(c, 1) : 0;
+  rule_scatter_impl(c, reduce);
+}
+
+static void rule_scatter_add(tpu_op_ctx_t *c) { rule_scatter_impl(c, 1); }
+
+static tpu_hlo_value_t ix_extreme(tpu_op_ctx_t *c, const tpu_hlo_type_t *t, int lowest) {
+  tpu_hlo_func_t *f = c->f;
+  if (tpu_dtype_is_float(t->dtype)) return tpu_hlo_constant(f, *t, lowest ? -1.0 / 0.0 : 1.0 / 0.0);
+  int64_t lo, hi;
+  switch (t->dtype) {
+    case TPU_S8: lo = INT8_MIN, hi = INT8_MAX; break;
+    case TPU_S16: lo = INT16_MIN, hi = INT16_MAX; break;
+    case TPU_S32: lo = INT32_MIN, hi = INT32_MAX; break;
+    case TPU_S64: lo = INT64_MIN, hi = INT64_MAX; break;
+    case TPU_U8: lo = 0, hi = UINT8_MAX; break;
+    case TPU_PRED: lo = 0, hi = 1; break;
+    default: lo = 0, hi = INT32_MAX; break;
+  }
+  return tpu_hlo_constant_i64(f, *t, lowest ? lo : hi);
+}
+
+/* scatter_reduce.two: inputs (self, index, src); attrs [dim, reduce (0 sum,
+ * 1 prod, 2 mean, 3 amax, 4 amin), include_self]. */
+static void rule_scatter_reduce(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  tpu_hlo_type_t t = ix_type(c, c->in[0]), it = ix_type(c, c->in[1]);
+  int R = t.rank;
+  if (R == 0) {
+    tpu_op_fail(c, TPU_UNIMPLEMENTED, "%s: 0-d self is not supported", c->name);
+    return;
+  }
+  int64_t dim = tpu_op_dim(c, tpu_op_int(c, 0), R);
+  int64_t red = tpu_op_int(c, 1);
+  int incl = (int)tpu_op_int(c, 2);
+  if (!ix_scatter_check(c, &t, &it, dim)) return;
+  if (red < 0 || red > 4) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: reduce argument must be either sum, prod, mean, amax or amin", c->name);
+    return;
+  }
+  tpu_hlo_value_t upd = ix_scatter_updates(c, 2, &it, t.dtype);
+  tpu_hlo_value_t coords = ix_full_coords(c, ix_wrap(c, c->in[1], t.dims[dim]), (int)dim, R);
+  tpu_hlo_value_t self = c->in[0];
+  if (!incl) {
+    tpu_hlo_type_t ut = it;
+    ut.dtype = t.dtype;
+    tpu_hlo_value_t idv = red == 1 ? tpu_hlo_constant(f, ut, 1.0)
+                          : red == 3 ? ix_extreme(c, &ut, 1)
+                          : red == 4 ? ix_extreme(c, &ut, 0)
+                                     : tpu_hlo_constant(f, ut, 0.0);
+    self = ix_scatter_points(c, self, coords, idv, R, "replace");
+  }
+  static const char *bodies[5] = {"add", "multiply", "add", "maximum", "minimum"};
+  tpu_hlo_value_t r = ix_scatter_points(c, self, coords, upd, R, bodies[red]);
+  if (red == 2) {
+    tpu_hlo_type_t ut = it;
+    ut.dtype = t.dtype;
+    tpu_hlo_value_t cnt = ix_scatter_points(c, tpu_hlo_constant(f, t, incl ? 1.0 : 0.0), coords,
+                                            tpu_hlo_constant(f, ut, 1.0), R, "add");
+    tpu_hlo_value_t zero = tpu_hlo_constant(f, t, 0.0);
+    tpu_hlo_value_t has = tpu_hlo_compare(f, "GT", cnt, zero);
+    tpu_hlo_value_t den = tpu_hlo_select(f, has, cnt, tpu_hlo_constant(f, t, 1.0));
+    tpu_hlo_value_t q = tpu_hlo_binary(f, "divide", r, den);
+    if (!tpu_dtype_is_float(t.dtype)) { /* floor division, as PyTorch */
+      tpu_hlo_value_t rem = tpu_hlo_binary(f, "remainder", r, den);
+      tpu_hlo_value_t adj = tpu_hlo_compare(f, "LT", rem, zero);
+      q = tpu_hlo_select(f, adj, tpu_hlo_binary(f, "subtract", q, tpu_hlo_constant(f, t, 1.0)), q);
+    }
+    r = tpu_hlo_select(f, has, q, c->in[0]);
+  }
+  tpu_op_set_output(c, r);
+}
+
+/* index_add / index_copy / index_fill along dim with index [L]. */
+static tpu_hlo_value_t ix_index_scatter(tpu_op_ctx_t *c, tpu_hlo_value_t self, int dim, tpu_hlo_value_t idx,
+                                        tpu_hlo_value_t upd, const char *body) {
+  tpu_hlo_type_t t = ix_type(c, self);
+  tpu_hlo_scatter_dims_t sd;
+  memset(&sd, 0, sizeof sd);
+  for (int i = 0; i < t.rank; i++)
+    if (i != dim) sd.update_window_dims[sd.nwindow++] = i;
+  sd.ninserted = 1;
+  sd.inserted_window_dims[0] = dim;
+  sd.nscatter_map = 1;
+  sd.scatter_dims_to_operand_dims[0] = dim;
+  sd.index_vector_dim = 1;
+  return tpu_hlo_scatter(c->f, self, ix_add_vec_dim(c, idx), upd, &sd, body);
+}
+
+static int ix_index_dim_setup(tpu_op_ctx_t *c, tpu_hlo_type_t *t, int64_t *dim, tpu_hlo_value_t *idx) {
+  *t = ix_type(c, c->in[0]);
+  tpu_hlo_type_t it = ix_type(c, c->in[1]);
+  if (!ix_check_index_dtype(c, it.dtype, c->name)) return 0;
+  if (it.rank > 1) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: Index should have dimension 1 or 0 (got %d)", c->name, it.rank);
+    return 0;
+  }
+  if (t->rank == 0) {
+    tpu_op_fail(c, TPU_UNIMPLEMENTED, "%s: 0-d self is not supported", c->name);
+    return 0;
+  }
+  *dim = tpu_op_dim(c, tpu_op_int(c, 0), t->rank);
+  *idx = ix_wrap(c, c->in[1], t->dims[*dim]);
+  if (it.rank == 0) *idx = tpu_hlo_reshape(c->f, *idx, 1, (int64_t[]){1});
+  return 1;
+}
+
+/* Source for index_add/index_copy: self's shape with dim -> L. */
+static tpu_hlo_value_t ix_index_source(tpu_op_ctx_t *c, int isrc, const tpu_hlo_type_t *t, int64_t dim,
+                                       tpu_hlo_value_t idx) {
+  tpu_hlo_type_t st = ix_type(c, c->in[isrc]);
+  int64_t L = ix_type(c, idx).dims[0];
+  tpu_hlo_type_t want = *t;
+  want.dims[dim] = L;
+  if (st.rank == 0 && t->rank <= 1) st = tpu_hlo_type_make(st.dtype, 1, &L);
+  if (tpu_hlo_type_numel(&st) != tpu_hlo_type_numel(&want) || (st.rank != want.rank && t->rank > 1)) {
+    char b1[64], b2[64];
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: source %s does not match the expected shape %s", c->name,
+                ix_shape(&st, b1, sizeof b1), ix_shape(&want, b2, sizeof b2));
+    return TPU_HLO_NONE;
+  }
+  return tpu_hlo_reshape(c->f, tpu_hlo_cast(c->f, c->in[isrc], t->dtype), want.rank, want.dims);
+}
+
+/* index_add: inputs (self, index [L], source, alpha); attrs [dim]. */
+static void rule_index_add(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t;
+  int64_t dim;
+  tpu_hlo_value_t idx;
+  if (!ix_index_dim_setup(c, &t, &dim, &idx)) return;
+  tpu_hlo_value_t src = ix_index_source(c, 2, &t, dim, idx);
+  tpu_hlo_type_t st = ix_type(c, src);
+  tpu_hlo_value_t alpha = tpu_hlo_broadcast_to(c->f, tpu_hlo_cast(c->f, c->in[3], t.dtype), st.rank, st.dims);
+  src = tpu_hlo_binary(c->f, "multiply", src, alpha);
+  tpu_op_set_output(c, ix_index_scatter(c, c->in[0], (int)dim, idx, src, "add"));
+}
+
+/* index_copy: inputs (self, index [L], source); attrs [dim]. */
+static void rule_index_copy(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t;
+  int64_t dim;
+  tpu_hlo_value_t idx;
+  if (!ix_index_dim_setup(c, &t, &dim, &idx)) return;
+  tpu_hlo_value_t src = ix_index_source(c, 2, &t, dim, idx);
+  tpu_op_set_output(c, ix_index_scatter(c, c->in[0], (int)dim, idx, src, "replace"));
+}
+
+/* index_fill: inputs (self, index [L], value 0-d); attrs [dim]. */
+static void rule_index_fill(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t;
+  int64_t dim;
+  tpu_hlo_value_t idx;
+  if (!ix_index_dim_setup(c, &t, &dim, &idx)) return;
+  tpu_hlo_type_t ut = t;
+  ut.dims[dim] = ix_type(c, idx).dims[0];
+  tpu_hlo_value_t v = tpu_hlo_broadcast_to(c->f, tpu_hlo_cast(c->f, c->in[2], t.dtype), ut.rank, ut.dims);
+  tpu_op_set_output(c, ix_index_scatter(c, c->in[0], (int)dim, idx, v, "replace"));
+}
+
+/* ---- advanced indexing -------------------------------------------------------------- */
+
+typedef struct {
+  int R, k, nb;
+  int64_t D[TPU_MAX_RANK];         /* indexed dims, ascending */
+  int64_t B[TPU_MAX_RANK];         /* broadcast index shape */
+  int64_t offset_dims[TPU_MAX_RANK];
+  int noffset;
+  tpu_hlo_type_t out;              /* result shape of self[indices] */
+  tpu_hlo_value_t coords;          /* [*B, k] s64 */
+} ix_adv_t;
+
+/* attrs [present_0, ..., present_{n-1}] (n <= rank); indices follow the
+ * inputs at `first`, one per present dim. */
+static int ix_adv_setup(tpu_op_ctx_t *c, const tpu_hlo_type_t *t, int first, int attr0, ix_adv_t *a) {
+  tpu_hlo_func_t *f = c->f;
+  memset(a, 0, sizeof *a);
+  a->R = t->rank;
+  int n = tpu_op_nints(c) - attr0;
+  if (n > t->rank) {
+    tpu_op_fail(c, TPU_OUT_OF_RANGE, "%s: too many indices for tensor of dimension %d (got %d)", c->name, t->rank, n);
+    return 0;
+  }
+  tpu_hlo_value_t idx[TPU_MAX_RANK];
+  for (int d = 0, j = first; d < n; d++) {
+    if (!tpu_op_int(c, attr0 + d)) continue;
+    if (j >= c->nin) {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: fewer index tensors than present flags", c->name);
+      return 0;
+    }
+    tpu_hlo_type_t it = ix_type(c, c->in[j]);
+    if (it.dtype == TPU_PRED || !tpu_dtype_is_int(it.dtype)) {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                  "%s: tensors used as indices must be long, int, byte or bool tensors (bool masks are converted "
+                  "by the adapter), got %s",
+                  c->name, tpu_dtype_name(it.dtype));
+      return 0;
+    }
+    a->D[a->k] = d;
+    idx[a->k] = c->in[j];
+    a->k++;
+    j++;
+  }
+  if (a->k == 0) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: no index tensor given", c->name);
+    return 0;
+  }
+  a->nb = tpu_op_broadcast_shape(c, idx, a->k, a->B);
+  if (a->nb < 0) return 0;
+  if (a->nb + a->R - a->k > TPU_MAX_RANK) {
+    tpu_op_fail(c, TPU_UNIMPLEMENTED, "%s: result rank exceeds %d", c->name, TPU_MAX_RANK);
+    return 0;
+  }
+  tpu_hlo_value_t parts[TPU_MAX_RANK];
+  for (int i = 0; i < a->k; i++) {
+    tpu_hlo_value_t w = ix_wrap(c, idx[i], t->dims[a->D[i]]);
+    w = tpu_hlo_broadcast_to(f, w, a->nb, a->B);
+    parts[i] = ix_add_vec_dim(c, w);
+  }
+  a->coords = a->k == 1 ? parts[0] : tpu_hlo_concatenate(f, parts, a->k, a->nb);
+  int adjacent = 1;
+  for (int i = 1; i < a->k; i++) adjacent &= a->D[i] == a->D[i - 1] + 1;
+  /* result layout */
+  int o = 0;
+  a->out.dtype = t->dtype;
+  int64_t before = adjacent ? a->D[0] : 0;
+  int pos = 0;
+  for (int d = 0; d < a->R; d++) {
+    int indexed = 0;
+    for (int i = 0; i < a->k; i++) indexed |= a->D[i] == d;
+    if (indexed) continue;
+    int p = (d < before) ? pos : pos + a->nb;
+    a->offset_dims[a->noffset++] = p;
+    a->out.dims[p] = t->dims[d];
+    pos++;
+  }
+  for (int i = 0; i < a->nb; i++) a->out.dims[before + i] = a->B[i];
+  a->out.rank = a->nb + a->R - a->k;
+  (void)o;
+  return 1;
+}
+
+/* index (index.Tensor): inputs (self, idx...); attrs [present flag per dim of
+ * the indices list (None -> 0)].  Integer indices only (the adapter converts
+ * bool masks with nonzero).  Broadcast indices; the result dims go where
+ * PyTorch puts them (in place when the indexed dims are adjacent, first
+ * otherwise). */
+static void rule_index(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  ix_adv_t a;
+  if (!ix_adv_setup(c, &t, 1, 0, &a)) return;
+  tpu_hlo_gather_dims_t gd;
+  memset(&gd, 0, sizeof gd);
+  gd.noffset = a.noffset;
+  memcpy(gd.offset_dims, a.offset_dims, sizeof(int64_t) * (size_t)a.noffset);
+  gd.ncollapsed = a.k;
+  gd.nstart_map = a.k;
+  for (int i = 0; i < a.k; i++) gd.collapsed_slice_dims[i] = gd.start_index_map[i] = a.D[i];
+  for (int d = 0; d < t.rank; d++) gd.slice_sizes[d] = t.dims[d];
+  for (int i = 0; i < a.k; i++) gd.slice_sizes[a.D[i]] = 1;
+  gd.index_vector_dim = a.nb;
+  tpu_op_set_output(c, tpu_hlo_gather(c->f, c->in[0], a.coords, &gd));
+}
+
+/* index_put (and _index_put_impl_): inputs (self, values, idx...); attrs
+ * [accumulate, present flag per dim...].  values broadcast to the shape of
+ * self[indices]; accumulate adds (duplicates sum), otherwise replaces
+ * (duplicate indices: one of the writes wins, unspecified which, as in
+ * PyTorch). */
+static void rule_index_put(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  int acc = (int)tpu_op_int(c, 0);
+  ix_adv_t a;
+  if (!ix_adv_setup(c, &t, 2, 1, &a)) return;
+  tpu_hlo_type_t vt = ix_type(c, c->in[1]);
+  /* values must broadcast to out */
+  if (vt.rank > a.out.rank) goto bad;
+  for (int d = 0; d < vt.rank; d++) {
+    int64_t v = vt.dims[d], o = a.out.dims[a.out.rank - vt.rank + d];
+    if (v != o && v != 1) goto bad;
+  }
+  {
+    tpu_hlo_value_t upd = tpu_hlo_broadcast_to(c->f, tpu_hlo_cast(c->f, c->in[1], t.dtype), a.out.rank, a.out.dims);
+    tpu_hlo_scatter_dims_t sd;
+    memset(&sd, 0, sizeof sd);
+    sd.nwindow = a.noffset;
+    memcpy(sd.update_window_dims, a.offset_dims, sizeof(int64_t) * (size_t)a.noffset);
+    sd.ninserted = a.k;
+    sd.nscatter_map = a.k;
+    for (int i = 0; i < a.k; i++) sd.inserted_window_dims[i] = sd.scatter_dims_to_operand_dims[i] = a.D[i];
+    sd.index_vector_dim = a.nb;
+    const char *body = acc ? (t.dtype == TPU_PRED ? "or" : "add") : "replace";
+    tpu_op_set_output(c, tpu_hlo_scatter(c->f, c->in[0], a.coords, upd, &sd, body));
+    return;
+  }
+bad : {
+  char b1[64], b2[64];
+  tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape %s",
+              c->name, ix_shape(&vt, b1, sizeof b1), ix_shape(&a.out, b2, sizeof b2));
+}
+}
+
+/* ---- shape rearrangements --------------------------------------------------------- */
+
+static void ix_tri(tpu_op_ctx_t *c, int upper) {
+  tpu_hlo_func_t *f = c->f;
+  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  int64_t k = tpu_op_int(c, 0);
+  if (t.rank < 2) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: %s: input tensor must have at least 2 dimensions", c->name,
+                upper ? "triu" : "tril");
+    return;
+  }
+  tpu_hlo_type_t it = t;
+  it.dtype = TPU_S64;
+  tpu_hlo_value_t diff = tpu_hlo_binary(f, "subtract", tpu_hlo_iota(f, it, t.rank - 1), tpu_hlo_iota(f, it, t.rank - 2));
+  tpu_hlo_value_t keep = tpu_hlo_compare(f, upper ? "GE" : "LE", diff, tpu_hlo_constant_i64(f, it, k));
+  tpu_op_set_output(c, tpu_hlo_select(f, keep, c->in[0], tpu_hlo_constant(f, t, 0.0)));
+}
+
+/* tril / triu: inputs (self); attrs [diagonal]. */
+static void rule_tril(tpu_op_ctx_t *c) { ix_tri(c, 0); }
+static void rule_triu(tpu_op_ctx_t *c) { ix_tri(c, 1); }
+
+/* flip: inputs (self); attrs [dims...]. */
+static void rule_flip(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  int n = tpu_op_nints(c);
+  int64_t dims[TPU_MAX_RANK];
+  int seen[TPU_MAX_RANK] = {0};
+  if (n > TPU_MAX_RANK) n = TPU_MAX_RANK;
+  for (int i = 0; i < n; i++) {
+    dims[i] = tpu_op_dim(c, tpu_op_int(c, i), t.rank);
+    if (t.rank == 0) {
+      tpu_op_set_output(c, c->in[0]);
+      return;
+    }
+    if (seen[dims[i]]++) {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: dim %lld appears multiple times in the list of dims", c->name,
+                  (long long)dims[i]);
+      return;
+    }
+  }
+  tpu_op_set_output(c, n ? tpu_hlo_reverse(c->f, c->in[0], dims, n) : c->in[0]);
+}
+
+static tpu_hlo_value_t ix_roll1(tpu_op_ctx_t *c, tpu_hlo_value_t x, int dim, int64_t shift) {
+  tpu_hlo_type_t t = ix_type(c, x);
+  int64_t S = t.dims[dim];
+  if (S == 0) return x;
+  int64_t s = ((shift % S) + S) % S;
+  if (s == 0) return x;
+  int64_t st[TPU_MAX_RANK] = {0}, lim[TPU_MAX_RANK], one[TPU_MAX_RANK];
+  for (int i = 0; i < t.rank; i++) lim[i] = t.dims[i], one[i] = 1;
+  st[dim] = S - s;
+  tpu_hlo_value_t tail = tpu_hlo_slice(c->f, x, st, lim, one);
+  st[dim] = 0;
+  lim[dim] = S - s;
+  tpu_hlo_value_t head = tpu_hlo_slice(c->f, x, st, lim, one);
+  tpu_hlo_value_t parts[2] = {tail, head};
+  return tpu_hlo_concatenate(c->f, parts, 2, dim);
+}
+
+/* roll: inputs (self); attrs [nshifts, shifts..., ndims, dims...]
+ * (ndims 0: roll the flattened tensor by shifts[0]). */
+static void rule_roll(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  int64_t ns = tpu_op_int(c, 0), nd = tpu_op_int(c, 1 + ns);
+  if (ns < 1 || ns > TPU_MAX_RANK) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: `shifts` required", c->name);
+    return;
+  }
+  if (nd == 0) {
+    if (ns != 1) {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: shifts and dimensions must align. shifts: %lld, dims:0", c->name,
+                  (long long)ns);
+      return;
+    }
+    int64_t n = tpu_hlo_type_numel(&t);
+    tpu_hlo_value_t flat = tpu_hlo_reshape(c->f, c->in[0], 1, &n);
+    tpu_op_set_output(c, tpu_hlo_reshape(c->f, ix_roll1(c, flat, 0, tpu_op_int(c, 1)), t.rank, t.dims));
+    return;
+  }
+  if (nd != ns) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: shifts and dimensions must align. shifts: %lld, dims:%lld", c->name,
+                (long long)ns, (long long)nd);
+    return;
+  }
+  tpu_hlo_value_t x = c->in[0];
+  for (int i = 0; i < ns; i++) {
+    int64_t d = tpu_op_dim(c, tpu_op_int(c, 2 + ns + i), t.rank);
+    x = ix_roll1(c, x, (int)d, tpu_op_int(c, 1 + i));
+  }
+  tpu_op_set_output(c, x);
+}
+
+/* repeat: inputs (self); attrs [repeats...] (at least self's rank). */
+static void rule_repeat(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  int n = tpu_op_nints(c);
+  if (n < t.rank) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                "%s: Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor",
+                c->name);
+    return;
+  }
+  if (2 * n > TPU_MAX_RANK) {
+    tpu_op_fail(c, TPU_UNIMPLEMENTED, "%s: repeat over more than %d dims", c->name, TPU_MAX_RANK / 2);
+    return;
+  }
+  int64_t padded[TPU_MAX_RANK], big[TPU_MAX_RANK], map[TPU_MAX_RANK], res[TPU_MAX_RANK];
+  for (int i = 0; i < n; i++) {
+    int64_t r = tpu_op_int(c, i);
+    if (r < 0) {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: Trying to create tensor with negative dimension %lld", c->name,
+                  (long long)r);
+      return;
+    }
+    padded[i] = i < n - t.rank ? 1 : t.dims[i - (n - t.rank)];
+    big[2 * i] = r;
+    big[2 * i + 1] = padded[i];
+    map[i] = 2 * i + 1;
+    res[i] = r * padded[i];
+  }
+  tpu_hlo_value_t x = tpu_hlo_reshape(c->f, c->in[0], n, padded);
+  x = tpu_hlo_broadcast_in_dim(c->f, x, tpu_hlo_type_make(t.dtype, 2 * n, big), map);
+  tpu_op_set_output(c, tpu_hlo_reshape(c->f, x, n, res));
+}
+
+/* constant_pad_nd: inputs (self, value 0-d); attrs [pad...] (pairs, last dim
+ * first, as PyTorch; negative values crop). */
+static void rule_constant_pad_nd(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  int n = tpu_op_nints(c);
+  if (n % 2 || n / 2 > t.rank) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                "%s: Length of pad must be even but instead it equals %d, or too large for a %d-d input", c->name, n,
+                t.rank);
+    return;
+  }
+  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK] = {0}, in[TPU_MAX_RANK] = {0};
+  for (int i = 0; i < n / 2; i++) {
+    int d = t.rank - 1 - i;
+    lo[d] = tpu_op_int(c, 2 * i);
+    hi[d] = tpu_op_int(c, 2 * i + 1);
+    int64_t ns = t.dims[d] + lo[d] + hi[d];
+    if (ns < 0) {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT,
+                  "%s: The input size %lld, plus negative padding %lld and %lld resulted in a negative output size, "
+                  "which is invalid. Check dimension %d of your input.",
+                  c->name, (long long)t.dims[d], (long long)lo[d], (long long)hi[d], d);
+      return;
+    }
+  }
+  tpu_hlo_value_t v = tpu_hlo_cast(c->f, c->in[1], t.dtype);
+  tpu_op_set_output(c, tpu_hlo_pad(c->f, c->in[0], v, lo, hi, in));
+}
+
 const tpu_op_rule_t tpu_rules_index[] = {
+    {"cat", rule_cat, 1, -1},
+    {"index_select", rule_index_select, 2, 2},
+    {"gather", rule_gather, 2, 2},
+    {"take", rule_take, 2, 2},
+    {"index_bounds_check", rule_index_bounds_check, 1, 1},
+    {"scatter", rule_scatter, 3, 3},
+    {"scatter_add", rule_scatter_add, 3, 3},
+    {"scatter_reduce", rule_scatter_reduce, 3, 3},
+    {"index_add", rule_index_add, 4, 4},
+    {"index_copy", rule_index_copy, 3, 3},
+    {"index_fill", rule_index_fill, 3, 3},
+    {"index", rule_index, 2, -1},
+    {"index_put", rule_index_put, 3, -1},
+    {"tril", rule_tril, 1, 1},
+    {"triu", rule_triu, 1, 1},
+    {"flip", rule_flip, 1, 1},
+    {"roll", rule_roll, 1, 1},
+    {"repeat", rule_repeat, 1, 1},
+    {"constant_pad_nd", rule_constant_pad_nd, 2, 2},
     {NULL, NULL, 0, 0},
 };
