@@ -1,0 +1,356 @@
+"""Indexing kernels (csrc/ops/index.c).
+
+Semantics that differ from PyTorch CPU, on purpose (see index.c):
+- Out-of-range indices do not raise IndexError in the strict and fused eager
+  modes (raising needs the index values on the host: a sync per op).  A gather
+  clamps, a scatter drops the update.  In debug mode
+  (TORCH_TPU_EAGER_MODE=debug) every indexing kernel first runs the
+  index_bounds_check rule and raises IndexError like PyTorch.
+- Boolean-mask indexing (x[mask], x[mask] = v with a tensor v, masked_select)
+  has a data-dependent result shape: the mask is read on the host (nonzero on
+  the CPU: one device->host sync) and turned into integer indices.  The common
+  x[mask] = scalar (and += scalar) needs no sync: it is a where().
+- stack is PyTorch's own composite (unsqueeze + cat); matmul-style ops live in
+  linalg.py.
+"""
+import functools
+
+import torch
+
+from .._dispatch import impl, register, run, scalar, dtype_code, write
+
+_MAX_IN = 64  # TPU_OP_MAX_INPUTS
+
+
+def _dev(t, like):
+    """Index tensors may arrive on the CPU (PyTorch allows CPU indices)."""
+    if isinstance(t, torch.Tensor) and t.device != like.device:
+        return t.to(like.device)
+    return t
+
+
+def _debug():
+    return torch.tpu.get_eager_mode() == "debug"
+
+
+def _check_bounds(index, size, dim, what):
+    if not _debug() or index.numel() == 0:
+        return
+    ok = run("index_bounds_check", [index], [int(size)])[0]
+    if not bool(ok.item()):
+        bad = index.cpu().reshape(-1)
+        b = bad[(bad < -size) | (bad >= size)][0].item()
+        if what == "index_select" or what == "embedding":
+            raise IndexError("index out of range in self")
+        raise IndexError(f"index {b} is out of bounds for dimension {dim} with size {size}")
+
+
+def _index_dtype_check(index, what):
+    if index.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        raise RuntimeError(f"{what}(): Expected dtype int64 for index")
+
+
+# ---- cat ------------------------------------------------------------------------------
+
+
+@register("aten::cat", out="aten::cat.out")
+def cat(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    dt = functools.reduce(torch.promote_types, [t.dtype for t in tensors])
+    ref = next((t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)), tensors[0])
+    tensors = [_dev(t, ref) for t in tensors]
+    while len(tensors) > _MAX_IN:
+        tensors = [run("cat", tensors[i:i + _MAX_IN], [dim, dtype_code(dt)])[0]
+                   for i in range(0, len(tensors), _MAX_IN)]
+    return run("cat", tensors, [dim, dtype_code(dt)])[0]
+
+
+# ---- gather-like ---------------------------------------------------------------------------
+
+
+def _wrap_dim(dim, rank):
+    r = max(rank, 1)
+    if dim < -r or dim >= r:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-r}, {r - 1}], but got {dim})")
+    return dim % r
+
+
+@register("aten::index_select", out="aten::index_select.out")
+def index_select(self, dim, index):
+    index = _dev(index, self)
+    _index_dtype_check(index, "index_select")
+    d = _wrap_dim(dim, self.dim())
+    _check_bounds(index, self.shape[d] if self.dim() else 1, d, "index_select")
+    return run("index_select", [self, index], [dim])[0]
+
+
+@register("aten::gather", out="aten::gather.out")
+def gather(self, dim, index, *, sparse_grad=False):
+    index = _dev(index, self)
+    _index_dtype_check(index, "gather")
+    d = _wrap_dim(dim, self.dim())
+    _check_bounds(index, self.shape[d] if self.dim() else 1, d, "gather")
+    return run("gather", [self, index], [dim])[0]
+
+
+@register("aten::take", out="aten::take.out")
+def take(self, index):
+    index = _dev(index, self)
+    _check_bounds(index, self.numel(), 0, "take")
+    return run("take", [self, index])[0]
+
+
+# ---- scatter family -------------------------------------------------------------------------
+
+_SCATTER_REDUCE = {None: 0, "add": 1, "multiply": 2}
+_SCATTER_REDUCE2 = {"sum": 0, "prod": 1, "mean": 2, "amax": 3, "amin": 4}
+
+
+def _scatter(self, dim, index, src, reduce):
+    index = _dev(index, self)
+    _index_dtype_check(index, "scatter")
+    if reduce not in _SCATTER_REDUCE:
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    d = _wrap_dim(dim, self.dim())
+    _check_bounds(index, self.shape[d] if self.dim() else 1, d, "scatter")
+    if isinstance(src, torch.Tensor):
+        src = _dev(src, self)
+        if src.dim() > 0 and src.dtype != self.dtype:
+            raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    else:
+        src = scalar(src, self.dtype)
+    return run("scatter", [self, index, src], [dim, _SCATTER_REDUCE[reduce]])[0]
+
+
+@register("aten::scatter.src", out="aten::scatter.src_out", inplace="aten::scatter_.src")
+def scatter_src(self, dim, index, src):
+    return _scatter(self, dim, index, src, None)
+
+
+@register("aten::scatter.value", out="aten::scatter.value_out", inplace="aten::scatter_.value")
+def scatter_value(self, dim, index, value):
+    return _scatter(self, dim, index, value, None)
+
+
+@register("aten::scatter.reduce", out="aten::scatter.reduce_out", inplace="aten::scatter_.reduce")
+def scatter_reduce_src(self, dim, index, src, *, reduce):
+    return _scatter(self, dim, index, src, reduce)
+
+
+@register("aten::scatter.value_reduce", out="aten::scatter.value_reduce_out", inplace="aten::scatter_.value_reduce")
+def scatter_value_reduce(self, dim, index, value, *, reduce):
+    return _scatter(self, dim, index, value, reduce)
+
+
+@register("aten::scatter_add", out="aten::scatter_add.out", inplace="aten::scatter_add_")
+def scatter_add(self, dim, index, src):
+    index = _dev(index, self)
+    _index_dtype_check(index, "scatter_add")
+    d = _wrap_dim(dim, self.dim())
+    _check_bounds(index, self.shape[d] if self.dim() else 1, d, "scatter_add")
+    return run("scatter_add", [self, index, _dev(src, self)], [dim])[0]
+
+
+@register("aten::scatter_reduce.two", out="aten::scatter_reduce.two_out", inplace="aten::scatter_reduce_.two")
+def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+    if reduce not in _SCATTER_REDUCE2:
+        raise RuntimeError("reduce argument must be either sum, prod, mean, amax or amin, got " + str(reduce))
+    index = _dev(index, self)
+    _index_dtype_check(index, "scatter_reduce")
+    d = _wrap_dim(dim, self.dim())
+    _check_bounds(index, self.shape[d] if self.dim() else 1, d, "scatter_reduce")
+    return run("scatter_reduce", [self, index, _dev(src, self)],
+               [dim, _SCATTER_REDUCE2[reduce], int(bool(include_self))])[0]
+
+
+def _index_dim_args(self, dim, index, what):
+    index = _dev(index, self)
+    _index_dtype_check(index, what)
+    d = _wrap_dim(dim, self.dim())
+    _check_bounds(index, self.shape[d] if self.dim() else 1, d, what)
+    return index
+
+
+@register("aten::index_add", out="aten::index_add.out", inplace="aten::index_add_")
+def index_add(self, dim, index, source, *, alpha=1):
+    index = _index_dim_args(self, dim, index, "index_add")
+    a = scalar(alpha, torch.float64 if self.dtype.is_floating_point else torch.int64)
+    return run("index_add", [self, index, _dev(source, self), a], [dim])[0]
+
+
+@register("aten::index_copy", out="aten::index_copy.out", inplace="aten::index_copy_")
+def index_copy(self, dim, index, source):
+    index = _index_dim_args(self, dim, index, "index_copy")
+    return run("index_copy", [self, index, _dev(source, self)], [dim])[0]
+
+
+@register(["aten::index_fill.int_Scalar", "aten::index_fill.int_Tensor"],
+          out=["aten::index_fill.int_Scalar_out", "aten::index_fill.int_Tensor_out"],
+          inplace=["aten::index_fill_.int_Scalar", "aten::index_fill_.int_Tensor"])
+def index_fill(self, dim, index, value):
+    index = _index_dim_args(self, dim, index, "index_fill")
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 0:
+            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value.dim()} dimension(s).")
+        value = _dev(value, self)
+    else:
+        value = scalar(value, self.dtype)
+    return run("index_fill", [self, index, value], [dim])[0]
+
+
+# ---- advanced indexing ------------------------------------------------------------------------
+
+
+def _adv_indices(self, indices):
+    """Turns an ATen indices list (None / integer / bool tensors) into present
+    flags and integer index tensors on the device.  Bool masks are read on
+    the host (nonzero)."""
+    flags, tensors = [], []
+    dim = 0
+    for idx in indices:
+        if idx is None:
+            flags.append(0)
+            dim += 1
+            continue
+        if idx.dtype in (torch.bool, torch.uint8):
+            if idx.dim() == 0:
+                raise NotImplementedError("tpu: indexing with a 0-d boolean tensor")
+            for j, s in enumerate(idx.shape):
+                if dim + j >= self.dim() or self.shape[dim + j] != s:
+                    raise IndexError(
+                        f"The shape of the mask {list(idx.shape)} at index {j} does not match the shape of the "
+                        f"indexed tensor {list(self.shape)} at index {dim + j}")
+            nz = idx.cpu().nonzero()  # host sync: the result shape depends on the mask
+            for j in range(idx.dim()):
+                flags.append(1)
+                tensors.append(nz[:, j].contiguous().to(self.device))
+            dim += idx.dim()
+            continue
+        if idx.dtype.is_floating_point or idx.dtype.is_complex:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        if dim >= self.dim():
+            raise IndexError(f"too many indices for tensor of dimension {self.dim()} (got {dim + 1})")
+        idx = _dev(idx, self)
+        _check_bounds(idx, self.shape[dim], dim, "index")
+        flags.append(1)
+        tensors.append(idx)
+        dim += 1
+    if dim > self.dim():
+        raise IndexError(f"too many indices for tensor of dimension {self.dim()} (got {dim})")
+    return flags, tensors
+
+
+@register("aten::index.Tensor", out="aten::index.Tensor_out")
+def index(self, indices):
+    flags, tensors = _adv_indices(self, indices)
+    if not tensors:
+        return self.clone()
+    return run("index", [self] + tensors, flags)[0]
+
+
+def _mask_fast_path(self, indices, values, accumulate):
+    """x[mask] = scalar (or += scalar) as a where(): no host sync."""
+    if len(indices) != 1 or indices[0] is None or indices[0].dtype != torch.bool:
+        return None
+    mask = indices[0]
+    if not isinstance(values, torch.Tensor) or values.numel() != 1 or mask.dim() > self.dim():
+        return None
+    if tuple(mask.shape) != tuple(self.shape[:mask.dim()]):
+        return None
+    mask = _dev(mask, self).reshape(tuple(mask.shape) + (1,) * (self.dim() - mask.dim()))
+    v = _dev(values.reshape(()), self).to(self.dtype)
+    if accumulate:
+        return self + torch.where(mask, v, torch.zeros((), dtype=self.dtype, device=self.device))
+    return torch.where(mask, v, self)
+
+
+def _index_put(self, indices, values, accumulate):
+    if isinstance(values, torch.Tensor) and values.dtype != self.dtype and values.dim() > 0:
+        raise RuntimeError(
+            f"Index put requires the source and destination dtypes match, got {_name(self.dtype)} for the "
+            f"destination and {_name(values.dtype)} for the source.")
+    fast = _mask_fast_path(self, indices, values, accumulate)
+    if fast is not None:
+        return fast
+    flags, tensors = _adv_indices(self, indices)
+    if isinstance(values, torch.Tensor) and values.dim() > 0:
+        values = _dev(values, self)
+    if not tensors:
+        return torch.broadcast_to(values, self.shape).to(self.dtype).clone()
+    return run("index_put", [self, values] + tensors, [int(bool(accumulate))] + flags)[0]
+
+
+def _name(dt):
+    return {torch.float32: "Float", torch.float64: "Double", torch.int64: "Long", torch.int32: "Int",
+            torch.bfloat16: "BFloat16", torch.float16: "Half", torch.bool: "Bool"}.get(dt, str(dt))
+
+
+@register("aten::index_put", out="aten::index_put.out")
+def index_put(self, indices, values, accumulate=False):
+    return _index_put(self, indices, values, accumulate)
+
+
+def _index_put_inplace(self, indices, values, accumulate=False, unsafe=False):
+    write(self, _index_put(self, indices, values, accumulate))
+    return self
+
+
+impl("aten::index_put_", _index_put_inplace)
+impl("aten::_index_put_impl_", _index_put_inplace)
+
+
+@register("aten::masked_select", out="aten::masked_select.out")
+def masked_select(self, mask):
+    if mask.dtype != torch.bool:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    shape = torch.broadcast_shapes(self.shape, mask.shape)
+    s = self.expand(shape)
+    m = mask.expand(shape)
+    if len(shape) == 0:
+        s, m = s.reshape(1), m.reshape(1)
+    flags, tensors = _adv_indices(s, [m])  # host sync (data-dependent size)
+    return run("index", [s] + tensors, flags)[0]
+
+
+# ---- rearrangements -----------------------------------------------------------------------------
+
+
+@register("aten::tril", out="aten::tril.out", inplace="aten::tril_")
+def tril(self, diagonal=0):
+    return run("tril", [self], [int(diagonal)])[0]
+
+
+@register("aten::triu", out="aten::triu.out", inplace="aten::triu_")
+def triu(self, diagonal=0):
+    return run("triu", [self], [int(diagonal)])[0]
+
+
+@register("aten::flip", out="aten::flip.out")
+def flip(self, dims):
+    return run("flip", [self], [int(d) for d in dims])[0]
+
+
+@register("aten::roll", out="aten::roll.out")
+def roll(self, shifts, dims=()):
+    shifts, dims = [int(s) for s in shifts], [int(d) for d in dims]
+    if self.numel() == 0:
+        return self.clone()
+    return run("roll", [self], [len(shifts), *shifts, len(dims), *dims])[0]
+
+
+@register("aten::repeat", out="aten::repeat.out")
+def repeat(self, repeats):
+    repeats = [int(r) for r in repeats]
+    if len(repeats) < self.dim():
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+                           "tensor")
+    return run("repeat", [self], repeats)[0]
+
+
+@register("aten::constant_pad_nd", out="aten::constant_pad_nd.out")
+def constant_pad_nd(self, pad, value=0):
+    pad = [int(p) for p in pad]
+    return run("constant_pad_nd", [self, scalar(value, self.dtype)], pad)[0]
