@@ -328,9 +328,11 @@ static V u_asin(tpu_op_ctx_t *c, V x) {
 static V u_acos(tpu_op_ctx_t *c, V x) {
   return tpu_hlo_binary(c->f, "atan2", UN(c, "sqrt", one_minus_sq(c, x)), x);
 }
-/* exp(|x| - ln2) = e^|x| / 2 without overflowing early. */
+/* e^|x| / 2 as (h / 2) * h with h = e^(|x|/2): no early overflow, and no
+ * rounding of |x| - ln2 (which costs up to |x| ulps). */
 static V half_exp_abs(tpu_op_ctx_t *c, V x) {
-  return UN(c, "exponential", ADDK(c, UN(c, "abs", x), -0.69314718055994530942));
+  V h = UN(c, "exponential", MULK(c, UN(c, "abs", x), 0.5));
+  return MUL(c, MULK(c, h, 0.5), h);
 }
 static V u_sinh(tpu_op_ctx_t *c, V x) {
   V small = MULK(c, SUB(c, UN(c, "exponential_minus_one", x),
