@@ -355,6 +355,27 @@ void tpu_hlo_module_set_replicas(tpu_hlo_module_t *m, int num_replicas, int num_
   m->num_partitions = num_partitions;
 }
 
+void tpu_hlo_module_set_precision(tpu_hlo_module_t *m, const char *precision) {
+  if (!m) return;
+  static const char *const known[] = {"DEFAULT", "HIGH", "HIGHEST"};
+  m->precision = NULL;
+  for (int i = 0; i < 3 && precision; i++)
+    if (!strcmp(precision, known[i])) m->precision = known[i];
+  if (precision && !m->precision)
+    tpu_hlo_fail(&m->main, TPU_INVALID_ARGUMENT, "module precision: unknown \"%s\" (DEFAULT, HIGH, HIGHEST)",
+                 precision);
+}
+
+void tpu_hlo__precision_attr(tpu_strbuf_t *sb, const tpu_hlo_func_t *f) {
+  const char *p = f->module->precision;
+  if (!p) return;
+  tpu_hlo__puts(sb, ", precision_config = [#stablehlo<precision ");
+  tpu_hlo__puts(sb, p);
+  tpu_hlo__puts(sb, ">, #stablehlo<precision ");
+  tpu_hlo__puts(sb, p);
+  tpu_hlo__puts(sb, ">]");
+}
+
 static tpu_hlo_value_t fail_v(tpu_hlo_func_t *f, tpu_code_t code, const char *fmt, va_list ap) {
   if (!f->status) f->status = tpu_status_makev(code, fmt, ap);
   return TPU_HLO_NONE;

@@ -51,6 +51,11 @@ void tpu_hlo_module_destroy(tpu_hlo_module_t *m);
  * the attribute out; a replicated program takes its counts from the compile
  * options either way). */
 void tpu_hlo_module_set_replicas(tpu_hlo_module_t *m, int num_replicas, int num_partitions);
+/* Operand precision of the dot_general / convolution ops emitted after the
+ * call: "DEFAULT", "HIGH", "HIGHEST"; NULL (the initial state) leaves the
+ * attribute out.  On TPU, f32 at DEFAULT runs bf16 passes; HIGHEST keeps
+ * PyTorch's float32 results. */
+void tpu_hlo_module_set_precision(tpu_hlo_module_t *m, const char *precision);
 /* The public entry is named "main".  Arguments are %arg0..%argN-1. */
 tpu_hlo_func_t *tpu_hlo_module_main(tpu_hlo_module_t *m);
 tpu_hlo_value_t tpu_hlo_func_arg(tpu_hlo_func_t *f, tpu_hlo_type_t type);
@@ -197,6 +202,15 @@ tpu_hlo_value_t tpu_hlo_all_gather(tpu_hlo_func_t *f, tpu_hlo_value_t x, int64_t
                                    const int64_t *groups, int ngroups, int group_size);
 tpu_hlo_value_t tpu_hlo_reduce_scatter(tpu_hlo_func_t *f, tpu_hlo_value_t x, int64_t dim, const char *body,
                                        const int64_t *groups, int ngroups, int group_size);
+
+/* all_to_all: splits `split_dim` into group_size blocks, sends block i to
+ * the i-th member of the group and concatenates what arrives along
+ * `concat_dim`. */
+tpu_hlo_value_t tpu_hlo_all_to_all(tpu_hlo_func_t *f, tpu_hlo_value_t x, int64_t split_dim, int64_t concat_dim,
+                                   const int64_t *groups, int ngroups, int group_size);
+/* collective_permute: replica pairs[2k] sends x to replica pairs[2k+1];
+ * a replica that receives nothing gets zeros. */
+tpu_hlo_value_t tpu_hlo_collective_permute(tpu_hlo_func_t *f, tpu_hlo_value_t x, const int64_t *pairs, int npairs);
 
 /* Helpers most rules need. */
 /* Broadcasts x (numpy rules, trailing alignment) to `rank`/`dims`. */

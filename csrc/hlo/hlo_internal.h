@@ -44,6 +44,7 @@ struct tpu_hlo_module {
   tpu_arena_t arena;
   char *name;
   int num_replicas, num_partitions; /* 0 = attribute omitted */
+  const char *precision;             /* static string or NULL */
   tpu_hlo_func_t main;
   tpu_strbuf_t text;
 };
@@ -98,6 +99,8 @@ int32_t tpu_hlo__rcompare(tpu_hlo_func_t *f, const char *dir, int32_t a, int32_t
  * the second argument).  Returns false on an unknown name. */
 bool tpu_hlo__binary_body_ok(const char *body);
 void tpu_hlo__binary_region(tpu_hlo_func_t *f, tpu_dtype_t dt, const char *body);
+/* ", precision_config = [...]" when the module sets a precision. */
+void tpu_hlo__precision_attr(tpu_strbuf_t *sb, const tpu_hlo_func_t *f);
 /* compare_type for a dtype: "FLOAT", "SIGNED", "UNSIGNED". */
 const char *tpu_hlo__compare_type(tpu_dtype_t dt);
 /* Appends the splat/element literal of `value` in dtype (hex bits for floats). */

@@ -121,6 +121,7 @@ tpu_hlo_value_t tpu_hlo_dot_general(tpu_hlo_func_t *f, tpu_hlo_value_t lhs, tpu_
   list_field(&a, &first, "lhs_contracting_dimensions", dims->lhs_contract, dims->ncontract);
   list_field(&a, &first, "rhs_contracting_dimensions", dims->rhs_contract, dims->ncontract);
   tpu_hlo__puts(&a, ">");
+  tpu_hlo__precision_attr(&a, f);
   tpu_hlo_value_t v = tpu_hlo__begin(f, "dot_general", ops, 2, &to, 1);
   if (v < 0) {
     tpu_strbuf_free(&a);
@@ -553,6 +554,7 @@ tpu_hlo_value_t tpu_hlo_convolution(tpu_hlo_func_t *f, tpu_hlo_value_t lhs, tpu_
   tpu_hlo__puts(&a, " : i64, batch_group_count = ");
   tpu_hlo__i64(&a, bgc);
   tpu_hlo__puts(&a, " : i64");
+  tpu_hlo__precision_attr(&a, f);
   tpu_hlo_value_t v = tpu_hlo__begin(f, "convolution", ops, 2, &to, 1);
   if (v < 0) {
     tpu_strbuf_free(&a);
@@ -894,5 +896,57 @@ tpu_hlo_value_t tpu_hlo_reduce_scatter(tpu_hlo_func_t *f, tpu_hlo_value_t x, int
   tpu_strbuf_append(&f->body, " (", 2);
   tpu_hlo__binary_region(f, tx.dtype, body);
   tpu_strbuf_append(&f->body, ")", 1);
+  return finish(f, v, &x, 1, 1, &a);
+}
+
+tpu_hlo_value_t tpu_hlo_all_to_all(tpu_hlo_func_t *f, tpu_hlo_value_t x, int64_t split_dim, int64_t concat_dim,
+                                   const int64_t *groups, int ngroups, int group_size) {
+  if (!tpu_hlo__ok(f, "all_to_all", &x, 1)) return TPU_HLO_NONE;
+  if (!groups_ok(f, "all_to_all", groups, ngroups, group_size)) return TPU_HLO_NONE;
+  tpu_hlo_type_t tx = *T(x), to = tx;
+  char b1[256];
+  if (split_dim < 0 || split_dim >= tx.rank || concat_dim < 0 || concat_dim >= tx.rank ||
+      tx.dims[split_dim] % group_size)
+    return FAIL(f, "all_to_all: split dim %lld / concat dim %lld out of range or split size not divisible by %d (%s)",
+                (long long)split_dim, (long long)concat_dim, group_size, TPU_HLO_TSTR(&tx, b1));
+  to.dims[split_dim] /= group_size;
+  to.dims[concat_dim] *= group_size;
+  tpu_strbuf_t a;
+  tpu_strbuf_init(&a);
+  tpu_hlo__puts(&a, "split_dimension = ");
+  tpu_hlo__i64(&a, split_dim);
+  tpu_hlo__puts(&a, " : i64, concat_dimension = ");
+  tpu_hlo__i64(&a, concat_dim);
+  tpu_hlo__puts(&a, " : i64, split_count = ");
+  tpu_hlo__i64(&a, group_size);
+  tpu_hlo__puts(&a, " : i64, ");
+  tpu_hlo__groups_attr(&a, groups, ngroups, group_size);
+  tpu_hlo_value_t v = tpu_hlo__begin(f, "all_to_all", &x, 1, &to, 1);
+  if (v < 0) {
+    tpu_strbuf_free(&a);
+    return v;
+  }
+  return finish(f, v, &x, 1, 1, &a);
+}
+
+tpu_hlo_value_t tpu_hlo_collective_permute(tpu_hlo_func_t *f, tpu_hlo_value_t x, const int64_t *pairs, int npairs) {
+  if (!tpu_hlo__ok(f, "collective_permute", &x, 1)) return TPU_HLO_NONE;
+  if (!pairs || npairs < 1) return FAIL(f, "collective_permute: needs at least one source/target pair");
+  for (int i = 0; i < 2 * npairs; i++)
+    if (pairs[i] < 0) return FAIL(f, "collective_permute: negative replica id %lld", (long long)pairs[i]);
+  for (int i = 0; i < npairs; i++)
+    for (int j = i + 1; j < npairs; j++)
+      if (pairs[2 * i] == pairs[2 * j] || pairs[2 * i + 1] == pairs[2 * j + 1])
+        return FAIL(f, "collective_permute: replica %lld appears twice as a source or target",
+                    (long long)(pairs[2 * i] == pairs[2 * j] ? pairs[2 * i] : pairs[2 * i + 1]));
+  tpu_hlo_type_t tx = *T(x);
+  tpu_strbuf_t a;
+  tpu_strbuf_init(&a);
+  tpu_hlo__pairs_attr(&a, "source_target_pairs", pairs, npairs);
+  tpu_hlo_value_t v = tpu_hlo__begin(f, "collective_permute", &x, 1, &tx, 1);
+  if (v < 0) {
+    tpu_strbuf_free(&a);
+    return v;
+  }
   return finish(f, v, &x, 1, 1, &a);
 }
