@@ -196,3 +196,18 @@ def test_out_of_range_index():
 def test_bad_index_dtype():
     with pytest.raises(IndexError, match="tensors used as indices must be long"):
         torch.randn(3, device=T)[torch.tensor([0.0], device=T)]
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put_and_take_backward(accumulate):
+    x = torch.randn(3, 4)
+    idx = torch.tensor([[0, -1], [5, 5]]) if accumulate else torch.tensor([[0, -1], [5, 6]])
+    _compare(lambda x, s: x.put(idx.to(x.device), s, accumulate=accumulate), x, torch.randn(2, 2))
+    _compare(lambda x: x.take(idx.to(x.device)), x)
+
+
+def test_masked_scatter_and_masked_select_backward():
+    x = torch.randn(3, 4)
+    mask = torch.rand(3, 4) > 0.4
+    _compare(lambda x, s: x.masked_scatter(mask.to(x.device), s), x, torch.randn(12))
+    _compare(lambda x: torch.masked_select(x, mask.to(x.device)), x)

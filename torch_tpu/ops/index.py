@@ -354,3 +354,43 @@ def repeat(self, repeats):
 def constant_pad_nd(self, pad, value=0):
     pad = [int(p) for p in pad]
     return run("constant_pad_nd", [self, scalar(value, self.dtype)], pad)[0]
+
+
+# ---- put / masked_scatter ---------------------------------------------------------------------
+
+
+@register("aten::put", out="aten::put.out", inplace="aten::put_")
+def put(self, index, source, accumulate=False):
+    index = _dev(index, self)
+    _check_bounds(index, self.numel(), 0, "put")
+    if index.numel() != source.numel():
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
+                           f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    if self.numel() == 0 or index.numel() == 0:
+        return self.clone()
+    flat = self.reshape(-1)
+    out = run("index_put", [flat, _dev(source, self).reshape(-1), index.reshape(-1)], [int(bool(accumulate)), 1])[0]
+    return out.reshape(self.shape)
+
+
+@register("aten::masked_scatter", out="aten::masked_scatter.out", inplace="aten::masked_scatter_")
+def masked_scatter(self, mask, source):
+    """Copies source's leading elements into self where mask is True (in
+    row-major order).  The number of True values is read on the host."""
+    if mask.dtype != torch.bool:
+        raise RuntimeError("masked_scatter_ only supports boolean masks, but got mask with dtype " + str(mask.dtype))
+    if source.dtype != self.dtype:
+        raise RuntimeError("masked_scatter: expected self and source to have same dtypes but got "
+                           f"{self.dtype} and {source.dtype}")
+    m = _dev(mask, self).expand(self.shape)
+    nz = m.cpu().nonzero()  # host sync (data-dependent count)
+    n = nz.shape[0]
+    if n == 0:
+        return self.clone()
+    if source.numel() < n:
+        raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask")
+    vals = _dev(source, self).reshape(-1)[:n]
+    if self.dim() == 0:
+        return vals.reshape(())
+    idx = [nz[:, j].contiguous().to(self.device) for j in range(self.dim())]
+    return run("index_put", [self, vals] + idx, [0] + [1] * self.dim())[0]
