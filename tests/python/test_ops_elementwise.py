@@ -119,6 +119,15 @@ def test_unary_0d_and_zero_size():
     compare(torch.abs, torch.tensor(-3, dtype=torch.int32))
 
 
+def test_unsupported_dtypes_raise_like_cpu():
+    with pytest.raises(NotImplementedError, match="abs_cpu"):
+        torch.abs(torch.ones(2, dtype=torch.bool, device=TPU))
+    with pytest.raises(NotImplementedError, match="frac_cpu"):
+        torch.frac(torch.ones(2, dtype=torch.int64, device=TPU))
+    with pytest.raises(RuntimeError, match="Negation"):
+        -torch.ones(2, dtype=torch.bool, device=TPU)
+
+
 def test_unary_out_and_inplace_on_view():
     x = rand((4, 5))
     t = x.to(TPU)

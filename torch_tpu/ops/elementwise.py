@@ -346,9 +346,16 @@ _UNARY = {
 }
 
 
+# dtypes PyTorch CPU has no kernel for (NotImplementedError, as on CPU).
+_UNARY_REJECTS = {"abs": lambda dt: dt == torch.bool,
+                  "frac": lambda dt: not dt.is_floating_point}
+
+
 def _unary(rule, to_float):
     def kernel(self):
         dt = _check(self.dtype)
+        if rule in _UNARY_REJECTS and _UNARY_REJECTS[rule](dt):
+            raise NotImplementedError(f'"{rule}_cpu" not implemented for \'{_tname(dt)}\'')
         if to_float:
             dt = _float(dt)
         return _run(rule, [self], dt)
