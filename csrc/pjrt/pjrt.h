@@ -112,7 +112,9 @@ int tpu_pjrt_exec_num_replicas(const tpu_pjrt_exec_t *exec);
 tpu_dtype_t tpu_pjrt_exec_output_dtype(const tpu_pjrt_exec_t *exec, int i);
 int tpu_pjrt_exec_output_rank(const tpu_pjrt_exec_t *exec, int i);
 const int64_t *tpu_pjrt_exec_output_dims(const tpu_pjrt_exec_t *exec, int i);
-/* Bytes of host memory the serialized form would take, if known (0 otherwise). */
+/* Size of the generated code in bytes as the plugin reports it
+ * (PJRT_Executable_SizeOfGeneratedCodeInBytes), a proxy for the memory an
+ * executable holds; 0 if unknown. */
 size_t tpu_pjrt_exec_code_size(const tpu_pjrt_exec_t *exec);
 
 typedef struct tpu_pjrt_execute_options {

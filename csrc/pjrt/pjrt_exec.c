@@ -183,7 +183,7 @@ static int pj_skip_to_sep(pj_cur_t *c) {
       if (c->p >= c->end) return 0;
     } else if (ch == '{' || ch == '(' || ch == '[' || ch == '<') {
       depth++;
-    } else if (ch == '}' || ch == ']' || ch == '>' || (ch == ')' && depth > 0)) {
+    } else if ((ch == '}' || ch == ']' || ch == '>' || ch == ')') && depth > 0) {
       depth--;
     } else if (depth == 0 && (ch == ',' || ch == ')')) {
       return 1;

@@ -453,6 +453,29 @@ TT_TEST(pjrt_portable_executable_runs_on_chosen_device) {
     tpu_pjrt_buffer_destroy(in[0]);
     tpu_pjrt_buffer_destroy(in[1]);
   }
+  /* still portable after a serialize round trip: runs on device 1 */
+  void *bytes = NULL;
+  size_t n = 0;
+  tpu_pjrt_exec_t *e2 = NULL;
+  TT_CHECK_OK(tpu_pjrt_exec_serialize(e, &bytes, &n));
+  tpu_status_t st = tpu_pjrt_exec_deserialize(c, bytes, n, &e2);
+  free(bytes);
+  TT_CHECK(st == NULL);
+  if (st) fprintf(stderr, "  deserialize: %s\n", tpu_status_message(st));
+  tpu_status_free(st);
+  if (e2) {
+    tpu_pjrt_buffer_t *in[2] = {up(c, 1, TPU_F32, d, 1, a), up(c, 1, TPU_F32, d, 1, b)}, *out[1] = {0};
+    tpu_pjrt_execute_options_t o = {.device = 1, .wait = true};
+    if (in[0] && in[1] && run1(e2, in, 2, out, &o)) {
+      TT_CHECK(tpu_pjrt_buffer_device(out[0]) == 1);
+      TT_CHECK_OK(tpu_pjrt_buffer_to_host(out[0], r, sizeof(r)));
+      for (int i = 0; i < 4; i++) TT_CHECK(r[i] == 5.0f);
+      tpu_pjrt_buffer_destroy(out[0]);
+    }
+    tpu_pjrt_buffer_destroy(in[0]);
+    tpu_pjrt_buffer_destroy(in[1]);
+    tpu_pjrt_exec_destroy(e2);
+  }
   tpu_pjrt_exec_destroy(e);
 }
 
