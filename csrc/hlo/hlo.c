@@ -289,10 +289,12 @@ void tpu_hlo__literal(tpu_strbuf_t *sb, tpu_dtype_t dt, double value) {
     put_float_literal(sb, dt, value);
   } else if (tpu_dtype_is_complex(dt)) {
     /* complex literals take decimal parts: (re, im) */
-    char tmp[64];
-    snprintf(tmp, sizeof(tmp), "(%.17g, 0.0)", value);
-    if (!strchr(tmp, '.') && !strchr(tmp, 'e')) snprintf(tmp, sizeof(tmp), "(%.1f, 0.0)", value);
+    char tmp[48];
+    snprintf(tmp, sizeof(tmp), "%.17g", value);
+    tpu_hlo__puts(sb, "(");
     tpu_hlo__puts(sb, tmp);
+    if (!strpbrk(tmp, ".e")) tpu_hlo__puts(sb, ".0"); /* a float token, not an integer */
+    tpu_hlo__puts(sb, ", 0.0)");
   } else if (dt == TPU_PRED) {
     tpu_hlo__puts(sb, value != 0 ? "true" : "false");
   } else if (dt == TPU_U64 && value >= 9223372036854775808.0) {

@@ -67,6 +67,8 @@ int tpu_hlo_func_num_args(const tpu_hlo_func_t *f);
 tpu_status_t tpu_hlo_func_status(const tpu_hlo_func_t *f);   /* borrowed; NULL = ok */
 /* Records an error (first one wins) from a rule; returns TPU_HLO_NONE. */
 tpu_hlo_value_t tpu_hlo_fail(tpu_hlo_func_t *f, tpu_code_t code, const char *fmt, ...) TPU_PRINTF(3, 4);
+/* Never NULL: TPU_HLO_NONE (or a foreign id) reads as a 0-d type of dtype
+ * TPU_DTYPE_INVALID, so rules may inspect types before checking status. */
 const tpu_hlo_type_t *tpu_hlo_type_of(const tpu_hlo_func_t *f, tpu_hlo_value_t v);
 /* Produces the whole module text (owned by the module, valid until destroy).
  * Returns the first recorded error instead, if any (caller frees it). */

@@ -1489,3 +1489,30 @@ TT_TEST(hlo_precision_config_on_dot_and_conv) {
   expect_error(tpu_hlo_module_main(m), "precision", "FASTEST");
   tpu_hlo_module_destroy(m);
 }
+
+TT_TEST(hlo_complex_constants_and_parts) {
+  float re[3] = {1, -2, 0.5f}, im[3] = {0, 3, -4};
+  hb_t b;
+  tpu_hlo_func_t *f = hb_init(&b, "cplx", 1);
+  tpu_hlo_value_t a = hb_arg(&b, TY(TPU_F32, D(3)), re), c = hb_arg(&b, TY(TPU_F32, D(3)), im);
+  tpu_hlo_value_t z = tpu_hlo_binary(f, "complex", a, c);
+  TT_CHECK(tpu_hlo_type_of(f, z)->dtype == TPU_C64);
+  tpu_hlo_value_t z2 = tpu_hlo_binary(f, "add", z, tpu_hlo_constant(f, TY(TPU_C64, D(3)), 2));
+  tpu_hlo_value_t r[4];
+  r[0] = tpu_hlo_unary(f, "real", z2);
+  r[1] = tpu_hlo_unary(f, "imag", z2);
+  r[2] = tpu_hlo_unary(f, "abs", z);
+  r[3] = tpu_hlo_constant_i64s(f, TY(TPU_S32, D(0)), (const int64_t *)re); /* empty dense */
+  TT_CHECK(tpu_hlo_type_of(f, r[2])->dtype == TPU_F32);
+  if (hb_run(&b, r, 4)) {
+    float w0[3], w2[3];
+    for (int i = 0; i < 3; i++) {
+      w0[i] = re[i] + 2;
+      w2[i] = hypotf(re[i], im[i]);
+    }
+    near_f(OUT(b, 0, float), w0, 3, 0, "real");
+    near_f(OUT(b, 1, float), im, 3, 0, "imag");
+    near_f(OUT(b, 2, float), w2, 3, 1e-6, "abs complex");
+  }
+  hb_free(&b);
+}
