@@ -97,12 +97,38 @@ def test_optimizer_matches_cpu_step_by_step(name, cls, kw, impl):
     assert _foreach_fallbacks() == {}
 
 
-@pytest.mark.parametrize("name,cls,kw", [
+OTHERS = [
     ("RMSprop", torch.optim.RMSprop, {"lr": 1e-2, "momentum": 0.5, "centered": True}),
     ("Adagrad", torch.optim.Adagrad, {"lr": 0.1, "weight_decay": 0.01}),
-], ids=["RMSprop", "Adagrad"])
+    ("Adamax", torch.optim.Adamax, {"lr": 1e-2}),
+    ("NAdam", torch.optim.NAdam, {"lr": 1e-2, "decoupled_weight_decay": True, "weight_decay": 0.1}),
+    ("RAdam", torch.optim.RAdam, {"lr": 1e-2}),
+    ("Adadelta", torch.optim.Adadelta, {}),
+    ("ASGD", torch.optim.ASGD, {"lr": 1e-2}),
+    ("Rprop", torch.optim.Rprop, {}),
+]
+
+
+@pytest.mark.parametrize("name,cls,kw", OTHERS, ids=[c[0] for c in OTHERS])
 def test_other_foreach_optimizers_match_cpu(name, cls, kw):
     _run_same_grads(lambda params, dev: cls(params, **kw))
+    assert _foreach_fallbacks() == {}
+
+
+CAPTURABLE = [
+    ("Adam", torch.optim.Adam, {"lr": 1e-2}),
+    ("AdamW_amsgrad", torch.optim.AdamW, {"lr": 1e-2, "amsgrad": True, "weight_decay": 0.1}),
+    ("NAdam", torch.optim.NAdam, {"lr": 1e-2}),
+    ("RMSprop", torch.optim.RMSprop, {"lr": 1e-2}),
+]
+
+
+@pytest.mark.parametrize("name,cls,kw", CAPTURABLE, ids=[c[0] for c in CAPTURABLE])
+def test_capturable_foreach_matches_cpu(name, cls, kw):
+    """capturable=True keeps the step counts on the device and computes the
+    bias corrections there (_foreach_pow/sub/div on 0-d tensors): no host
+    scalars at all; the CPU reference is the ordinary optimizer."""
+    _run_same_grads(lambda params, dev: cls(params, **kw, **({"capturable": True} if dev == "tpu" else {})))
     assert _foreach_fallbacks() == {}
 
 
