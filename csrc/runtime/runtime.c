@@ -46,6 +46,7 @@ typedef struct tpu_node {
   tpu_value_t *outs[TPU_OP_MAX_OUTPUTS];
 } tpu_node_t;
 
+#define TPU_GRAPH_SCALARS 64
 typedef struct tpu_graph {
   tpu_arena_t arena;
   tpu_value_t **inputs;
@@ -55,6 +56,9 @@ typedef struct tpu_graph {
   uint64_t epoch;
   uint64_t hash;
   int device;
+  int nscalars; /* scalar inputs by content */
+  uint64_t scalar_keys[TPU_GRAPH_SCALARS];
+  int scalar_inputs[TPU_GRAPH_SCALARS];
 } tpu_graph_t;
 
 /* Output signature of one op on given input types (shape inference cache). */
@@ -67,7 +71,10 @@ typedef struct tpu_sig {
 #define TPU_SIG_BUCKETS 4096
 #define TPU_SIG_MAX 65536
 
-#define TPU_SCALAR_SLOTS 1024
+/* Scalar inputs: a small cache of device 0-d buffers for the scalars that
+ * recur (lr, eps, alpha).  A value is admitted on its second sighting, so
+ * scalars that change every step (bias corrections) never fill it. */
+#define TPU_SCALAR_SLOTS 256
 typedef struct tpu_scalar_slot {
   int used;
   tpu_dtype_t dtype;
@@ -87,6 +94,7 @@ static struct {
   tpu_sig_t *sigs[TPU_SIG_BUCKETS];
   int64_t nsigs;
   tpu_scalar_slot_t scalars[TPU_SCALAR_SLOTS];
+  uint64_t scalar_seen[TPU_SCALAR_SLOTS];
   int64_t executions, flushes, ops_recorded, live_values, live_storages;
   int64_t scalar_hits, scalar_misses;
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -270,6 +278,7 @@ void tpu_rt_stats(tpu_rt_stats_t *out) {
   out->live_storages = R.live_storages;
   out->scalar_cache_hits = R.scalar_hits;
   out->scalar_cache_misses = R.scalar_misses;
+  for (int i = 0; i < TPU_SCALAR_SLOTS; i++) out->scalar_cache_entries += R.scalars[i].used;
   UNLOCK();
 }
 
@@ -311,6 +320,7 @@ static void graph_discard(void) {
   for (int i = 0; i < g->ninputs; i++) value_release(g->inputs[i]);
   g->nnodes = 0;
   g->ninputs = 0;
+  g->nscalars = 0;
   g->hash = TPU_HASH_SEED;
   g->device = -1;
   g->epoch++;
@@ -664,6 +674,12 @@ static tpu_status_t scalar_value(const tpu_rt_input_t *in, int device, tpu_value
     return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
   }
   v->buffer = buf;
+  uint64_t *seen = &R.scalar_seen[h & (TPU_SCALAR_SLOTS - 1)];
+  if (*seen != h) { /* first sighting: remember it, do not cache yet */
+    *seen = h;
+    *out = v;
+    return NULL;
+  }
   if (slot->used) value_release(slot->value);
   slot->used = 1;
   slot->dtype = dt;
@@ -736,10 +752,29 @@ static tpu_status_t storage_ref(tpu_storage_t *s, tpu_dtype_t dtype, int device,
 /* A graph reference to the contents of an input (view read folded in). */
 static tpu_status_t input_ref(const tpu_rt_input_t *in, int device, tpu_ref_t *out) {
   if (!in->storage) {
+    /* the same scalar used twice in one graph is one input, whatever the
+     * scalar cache holds: the program's structure must not depend on it */
+    uint64_t key = tpu_hash_u64(tpu_hash_u64(0x5ca1a, (uint64_t)in->scalar_dtype), (uint64_t)in->scalar_i);
+    double f = in->scalar_f;
+    uint64_t fb;
+    memcpy(&fb, &f, 8);
+    key = tpu_hash_u64(key, fb);
+    tpu_graph_t *g = &R.g;
+    for (int i = 0; i < g->nscalars; i++) {
+      if (g->scalar_keys[i] == key) {
+        *out = TPU_REF_INPUT(g->scalar_inputs[i]);
+        return NULL;
+      }
+    }
     tpu_value_t *v = NULL;
     TPU_PROPAGATE(scalar_value(in, device, &v));
     tpu_status_t st = graph_ref(v, out);
     value_release(v);
+    if (!st && g->nscalars < TPU_GRAPH_SCALARS) {
+      g->scalar_keys[g->nscalars] = key;
+      g->scalar_inputs[g->nscalars] = -*out - 1;
+      g->nscalars++;
+    }
     return st;
   }
   tpu_storage_t *s = in->storage;

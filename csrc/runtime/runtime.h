@@ -89,7 +89,7 @@ typedef struct tpu_rt_stats {
   int64_t mem_entries, mem_bytes, disk_entries, disk_bytes;
   int64_t executions, flushes, ops_recorded;
   int64_t live_buffers, live_values, live_storages;
-  int64_t scalar_cache_hits, scalar_cache_misses;
+  int64_t scalar_cache_hits, scalar_cache_misses, scalar_cache_entries;
 } tpu_rt_stats_t;
 
 /* ---- lifetime ----------------------------------------------------------- */
