@@ -522,10 +522,97 @@ static void rule_foreach_norm(tpu_op_ctx_t *c) {
   tpu_op_set_outputs(c, (int)n, outs);
 }
 
+/* ---- AMP gradient scaling ----------------------------------------------------------
+ * Rule "amp_unscale" (torch._amp_foreach_non_finite_check_and_unscale_).
+ *   attrs: [n]
+ *   inputs: grads[n] (float), found_inf (one-element float), inv_scale
+ *           (one-element float)
+ *   outputs: grads[n] * inv_scale (computed in opmath, the grads' dtype),
+ *            found_inf' = 1 if any grad holds a non-finite value, else
+ *            found_inf (found_inf's dtype and shape)
+ */
+static void rule_amp_unscale(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  int64_t n = tpu_op_int(c, 0);
+  if (tpu_hlo_func_status(f)) return;
+  if (n <= 0 || n + 1 > TPU_OP_MAX_OUTPUTS || n + 2 != c->nin) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: bad list length %lld for %d inputs", c->name, (long long)n, c->nin);
+    return;
+  }
+  int N = (int)n;
+  if (!check_scalar(c, N, "found_inf") || !check_scalar(c, N + 1, "inv_scale")) return;
+  tpu_hlo_type_t ft = *tpu_op_in_type(c, N);
+  if (!tpu_dtype_is_float(ft.dtype)) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: found_inf must be a float tensor, got %s", c->name,
+                tpu_dtype_name(ft.dtype));
+    return;
+  }
+  tpu_hlo_value_t inv = scalar_in(c, N + 1, TPU_F32);
+  tpu_hlo_value_t bad = tpu_hlo_constant(f, tpu_hlo_type_scalar(TPU_PRED), 0);
+  tpu_hlo_value_t outs[TPU_OP_MAX_OUTPUTS];
+  for (int i = 0; i < N; i++) {
+    tpu_hlo_type_t t = *tpu_op_in_type(c, i);
+    if (!tpu_dtype_is_float(t.dtype)) {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: grads[%d] must be floating point, got %s", c->name, i,
+                  tpu_dtype_name(t.dtype));
+      return;
+    }
+    tpu_dtype_t cdt = opmath(t.dtype);
+    tpu_hlo_value_t x = tpu_hlo_cast(f, c->in[i], cdt);
+    int64_t dims[TPU_MAX_RANK];
+    for (int d = 0; d < t.rank; d++) dims[d] = d;
+    tpu_hlo_value_t fin = tpu_hlo_reduce(f, tpu_hlo_unary(f, "is_finite", x), tpu_hlo_constant(f, tpu_hlo_type_scalar(TPU_PRED), 1),
+                                         dims, t.rank, "and");
+    bad = bin(c, "or", bad, tpu_hlo_unary(f, "not", fin));
+    outs[i] = tpu_hlo_cast(f, bin(c, "multiply", x, as_shape(c, inv, cdt, &t)), t.dtype);
+  }
+  tpu_hlo_value_t one = tpu_hlo_constant(f, ft, 1.0);
+  outs[N] = tpu_hlo_select(f, tpu_hlo_broadcast_to(f, bad, ft.rank, ft.dims), one, c->in[N]);
+  tpu_op_set_outputs(c, N + 1, outs);
+}
+
+/* Rule "amp_update_scale" (torch._amp_update_scale_).
+ *   inputs: scale (one-element f32), growth_tracker (one-element int),
+ *           found_inf (one-element float), growth_factor, backoff_factor
+ *           (one-element, the CPU kernel's doubles), growth_interval (int)
+ *   outputs: new scale, new growth_tracker (their input types)
+ *   found_inf: scale *= backoff, tracker = 0; else tracker+1 == interval:
+ *   scale *= growth (kept only if finite), tracker = 0; else tracker += 1.
+ */
+static void rule_amp_update_scale(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  for (int i = 0; i < 6; i++)
+    if (!check_scalar(c, i, "amp_update_scale argument")) return;
+  tpu_hlo_type_t st = *tpu_op_in_type(c, 0), gt = *tpu_op_in_type(c, 1);
+  if (!tpu_dtype_is_float(st.dtype) || !tpu_dtype_is_int(gt.dtype)) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: expected a float scale and an integer growth_tracker, got %s and %s",
+                c->name, tpu_dtype_name(st.dtype), tpu_dtype_name(gt.dtype));
+    return;
+  }
+  tpu_hlo_value_t scale = scalar_in(c, 0, TPU_F64), tracker = scalar_in(c, 1, TPU_S64);
+  tpu_hlo_value_t found = tpu_hlo_compare(f, "NE", scalar_in(c, 2, TPU_F32), tpu_hlo_scalar(f, TPU_F32, 0.0));
+  tpu_hlo_value_t growth = scalar_in(c, 3, TPU_F64), backoff = scalar_in(c, 4, TPU_F64);
+  tpu_hlo_value_t interval = scalar_in(c, 5, TPU_S64);
+  tpu_hlo_value_t zero = tpu_hlo_scalar(f, TPU_S64, 0);
+  tpu_hlo_value_t succ = bin(c, "add", tracker, tpu_hlo_scalar(f, TPU_S64, 1));
+  tpu_hlo_value_t grow = tpu_hlo_compare(f, "EQ", succ, interval);
+  tpu_hlo_value_t grown = tpu_hlo_cast(f, tpu_hlo_cast(f, bin(c, "multiply", scale, growth), st.dtype), TPU_F64);
+  tpu_hlo_value_t grown_ok = tpu_hlo_select(f, tpu_hlo_unary(f, "is_finite", grown), grown, scale);
+  tpu_hlo_value_t s_ok = tpu_hlo_select(f, grow, grown_ok, scale);
+  tpu_hlo_value_t t_ok = tpu_hlo_select(f, grow, zero, succ);
+  tpu_hlo_value_t new_s = tpu_hlo_select(f, found, bin(c, "multiply", scale, backoff), s_ok);
+  tpu_hlo_value_t new_t = tpu_hlo_select(f, found, zero, t_ok);
+  tpu_hlo_value_t outs[2] = {tpu_hlo_reshape(f, tpu_hlo_cast(f, new_s, st.dtype), st.rank, st.dims),
+                             tpu_hlo_reshape(f, tpu_hlo_cast(f, new_t, gt.dtype), gt.rank, gt.dims)};
+  tpu_op_set_outputs(c, 2, outs);
+}
+
 const tpu_op_rule_t tpu_rules_optim[] = {
     {"fused_adam", rule_fused_adam, 8, -1},
     {"fused_sgd", rule_fused_sgd, 6, -1},
     {"foreach", rule_foreach, 1, -1},
     {"foreach_norm", rule_foreach_norm, 1, -1},
+    {"amp_unscale", rule_amp_unscale, 3, -1},
+    {"amp_update_scale", rule_amp_update_scale, 6, 6},
     {NULL, NULL, 0, 0},
 };

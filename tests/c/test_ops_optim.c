@@ -301,3 +301,39 @@ TT_TEST(ops_optim_errors) {
   int64_t f3[6] = {32, 1, 1, 1, TPU_F32, TPU_F32};
   TT_CHECK(opt_lower_fails("foreach", fin, 2, f3, 6, TPU_INVALID_ARGUMENT, "must match"));
 }
+
+TT_TEST(ops_optim_amp_unscale_and_update_scale) {
+  double a[4] = {1, -2, 4, 8}, b[2] = {INFINITY, 1}, fi = 0, inv = 0.25;
+  opt_in_t in[4] = {{TPU_F32, 1, {4}, a}, {TPU_F32, 1, {2}, b}, {TPU_F32, 1, {1}, &fi}, {TPU_F32, 1, {1}, &inv}};
+  int64_t ints[1] = {2};
+  double wa[4] = {0.25, -0.5, 1, 2}, wb[2] = {INFINITY, 0.25}, wfi[1] = {1};
+  opt_out_t o[3];
+  int got = opt_run("amp_unscale", in, 4, ints, 1, o, 3);
+  TT_CHECK(got == 3);
+  if (got == 3) {
+    TT_CHECK(opt_close(o[0].v, wa, 4, 0));
+    TT_CHECK(opt_close(o[1].v, wb, 2, 0));
+    TT_CHECK(o[2].rank == 1 && opt_close(o[2].v, wfi, 1, 0));
+  }
+  if (got > 0) opt_free(o, got);
+  /* growth: tracker 1 -> interval 2 reached: scale doubles, tracker resets */
+  double s = 1024, t = 1, f = 0, g = 2, bo = 0.5, iv = 2;
+  opt_in_t u[6] = {{TPU_F32, 1, {1}, &s}, {TPU_S32, 1, {1}, &t}, {TPU_F32, 1, {1}, &f},
+                   {TPU_F64, 0, {0}, &g}, {TPU_F64, 0, {0}, &bo}, {TPU_S64, 0, {0}, &iv}};
+  got = opt_run("amp_update_scale", u, 6, NULL, 0, o, 2);
+  TT_CHECK(got == 2);
+  if (got == 2) {
+    TT_CHECK_NEAR(o[0].v[0], 2048, 0);
+    TT_CHECK_NEAR(o[1].v[0], 0, 0);
+    TT_CHECK(o[1].dt == TPU_S32);
+  }
+  if (got > 0) opt_free(o, got);
+  f = 1; /* overflow: backoff, tracker reset */
+  got = opt_run("amp_update_scale", u, 6, NULL, 0, o, 2);
+  TT_CHECK(got == 2);
+  if (got == 2) {
+    TT_CHECK_NEAR(o[0].v[0], 512, 0);
+    TT_CHECK_NEAR(o[1].v[0], 0, 0);
+  }
+  if (got > 0) opt_free(o, got);
+}

@@ -449,3 +449,60 @@ def test_foreach_empty_and_zero_size_tensors():
     a = [torch.zeros(0, 3), torch.ones(2)]
     _same(torch._foreach_add(_dev(a), 1.0), torch._foreach_add(a, 1.0))
     _same(torch._foreach_norm(_dev(a)), torch._foreach_norm(a))
+
+
+# ---- AMP gradient scaling -------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [None, "inf", "nan"])
+def test_amp_unscale_matches_cpu(bad):
+    torch.manual_seed(12)
+    grads = [torch.randn(3, i + 1) * 100 for i in range(20)]  # more than one chunk
+    if bad:
+        grads[17][1, 2] = float(bad)
+    dev = _dev(grads)
+    fi_c, fi_t = torch.zeros(1), torch.zeros(1, device=TPU)
+    inv_c = torch.tensor([1 / 64.0])
+    torch._amp_foreach_non_finite_check_and_unscale_(grads, fi_c, inv_c)
+    torch._amp_foreach_non_finite_check_and_unscale_(dev, fi_t, inv_c.to(TPU))
+    assert fi_t.cpu().item() == fi_c.item() == (1.0 if bad else 0.0)
+    for a, b in zip(dev, grads):
+        torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0, equal_nan=True)
+    assert _foreach_fallbacks() == {}
+
+
+def test_amp_update_scale_matches_cpu():
+    sc, tc = torch.tensor([1024.0]), torch.tensor([0], dtype=torch.int32)
+    st, tt = sc.to(TPU), tc.to(TPU)
+    for found in [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0]:
+        f = torch.tensor([found])
+        torch._amp_update_scale_(sc, tc, f, 2.0, 0.5, 2)
+        torch._amp_update_scale_(st, tt, f.to(TPU), 2.0, 0.5, 2)
+        assert st.cpu().item() == sc.item() and tt.cpu().item() == tc.item()
+    assert "aten::_amp_update_scale_" not in _dispatch.fallback_counts()
+
+
+@pytest.mark.parametrize("impl", ["foreach", "fused"])
+def test_grad_scaler_training_matches_cpu(impl):
+    cpu = _model()
+    tpu = copy.deepcopy(cpu).to(TPU)
+    oc = torch.optim.Adam(cpu.parameters(), lr=1e-2, **IMPLS[impl])
+    ot = torch.optim.Adam(tpu.parameters(), lr=1e-2, **IMPLS[impl])
+    scc = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=2)
+    sct = torch.amp.GradScaler("tpu", init_scale=2.0 ** 10, growth_interval=2)
+    for step in range(5):
+        x, y = _data(step)
+        oc.zero_grad()
+        ot.zero_grad()
+        scc.scale(torch.nn.functional.mse_loss(cpu(x), y)).backward()
+        sct.scale(torch.zeros((), device=TPU))  # the tpu scaler's state lives on the device
+        for pc, pt in zip(cpu.parameters(), tpu.parameters()):
+            if step == 2:  # an overflowing step: skipped by both
+                pc.grad[0].fill_(float("inf"))
+            pt.grad = pc.grad.detach().to(TPU)
+        scc.step(oc)
+        sct.step(ot)
+        scc.update()
+        sct.update()
+        assert sct.get_scale() == scc.get_scale()
+        _compare(cpu, tpu, oc, ot, step)
+    assert {k for k in _dispatch.fallback_counts() if "_amp" in k} == set()

@@ -614,3 +614,51 @@ def _make_fused_sgd(functional):
 for _ovl in ("", ".tensor_lr"):
     impl(f"_fused_sgd_{_ovl}", _make_fused_sgd(False))
     impl(f"_fused_sgd{_ovl}", _make_fused_sgd(True))
+
+
+# ---- AMP gradient scaling (torch.amp.GradScaler) -------------------------------------------
+
+def _amp_unscale_(self, found_inf, inv_scale):
+    if not self:
+        return
+    if not _all_tpu(self, [found_inf, inv_scale]):
+        return _fallback("_amp_foreach_non_finite_check_and_unscale_", "default", self, found_inf, inv_scale)
+    if inv_scale.numel() != 1:
+        raise RuntimeError("inv_scale must be a 1-element tensor.")
+    if found_inf.numel() != 1:
+        raise RuntimeError("found_inf must be a 1-element tensor.")
+    if inv_scale.dtype != torch.float32:
+        raise RuntimeError("inv_scale must be a float tensor.")
+    if found_inf.dtype != torch.float32:
+        raise RuntimeError("found_inf must be a float tensor.")
+    fi = found_inf
+    results = []
+    size = MAX_OUT - 1
+    for s in range(0, len(self), size):
+        chunk = list(self[s:s + size])
+        *outs, fi = run("amp_unscale", chunk + [fi, inv_scale], [len(chunk)])
+        results.extend(outs)
+    for t, r in zip(self, results):
+        write(t, r)
+    write(found_inf, fi)
+
+
+impl("_amp_foreach_non_finite_check_and_unscale_", _amp_unscale_)
+
+
+def _amp_update_scale_(self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor,
+                       growth_interval):
+    if not _all_tpu([self, growth_tracker, found_inf]):
+        return _fallback("_amp_update_scale_", "default", self, growth_tracker, found_inf, scale_growth_factor,
+                         scale_backoff_factor, growth_interval)
+    if growth_tracker.numel() != 1 or self.numel() != 1 or found_inf.numel() != 1:
+        raise RuntimeError("_amp_update_scale_: scale, growth_tracker and found_inf must be 1-element tensors.")
+    new_scale, new_tracker = run("amp_update_scale", [
+        self, growth_tracker, found_inf, scalar(float(scale_growth_factor), torch.float64),
+        scalar(float(scale_backoff_factor), torch.float64), int(growth_interval)])
+    write(growth_tracker, new_tracker)
+    write(self, new_scale)
+    return self
+
+
+impl("_amp_update_scale_", _amp_update_scale_)
