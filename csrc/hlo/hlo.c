@@ -45,17 +45,7 @@ int64_t tpu_hlo_type_numel(const tpu_hlo_type_t *t) {
 }
 
 bool tpu_hlo_type_equal(const tpu_hlo_type_t *a, const tpu_hlo_type_t *b) {
-  if (a->dtype != b->dtype || a->rank != b->rank) return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i]) return false;
-  return true;
-}
-
-static bool same_shape(const tpu_hlo_type_t *a, const tpu_hlo_type_t *b) {
-  if (a->rank != b->rank) return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i]) return false;
-  return true;
+  return a->dtype == b->dtype && tpu_hlo__same_shape(a, b);
 }
 
 /* Decimal digits of v at p (no NUL); returns the end. */
@@ -631,22 +621,6 @@ int32_t tpu_hlo__rop(tpu_hlo_func_t *f, const char *op, const int32_t *ins, int 
   return r;
 }
 
-int32_t tpu_hlo__rconst(tpu_hlo_func_t *f, tpu_dtype_t dt, double value) {
-  tpu_strbuf_t *sb = &f->body;
-  int32_t r = f->next_tmp++;
-  tpu_hlo_type_t t = tpu_hlo_type_scalar(dt);
-  tpu_strbuf_append(sb, "      ", 6);
-  put_tmp(sb, r);
-  tpu_hlo__puts(sb, " = \"stablehlo.constant\"() {value = dense<");
-  tpu_hlo__literal(sb, dt, value);
-  tpu_hlo__puts(sb, "> : ");
-  tpu_hlo__type(sb, &t);
-  tpu_hlo__puts(sb, "} : () -> ");
-  tpu_hlo__type(sb, &t);
-  tpu_strbuf_append(sb, "\n", 1);
-  return r;
-}
-
 int32_t tpu_hlo__rcompare(tpu_hlo_func_t *f, const char *dir, int32_t a, int32_t b, tpu_dtype_t dt) {
   char attrs[128];
   snprintf(attrs, sizeof(attrs),
@@ -784,7 +758,7 @@ static const char *kind_name(int kind) {
     case K_NUM: return "a numeric";
     case K_INT: return "an integer";
     case K_INTPRED: return "an integer or bool";
-    case K_COMPLEX: return "a complex";
+    case K_COMPLEX: return "a complex or floating-point";
     default: return "a valid";
   }
 }
@@ -862,7 +836,7 @@ tpu_hlo_value_t tpu_hlo_binary(tpu_hlo_func_t *f, const char *op, tpu_hlo_value_
   }
   const op_info_t *info = find_op(k_binary, sizeof(k_binary) / sizeof(k_binary[0]), op);
   if (!info) return FAIL(f, "binary: unknown op \"%s\"", op);
-  if (!same_shape(ta, tb))
+  if (!tpu_hlo__same_shape(ta, tb))
     return FAIL(f, "%s: shape mismatch: lhs %s, rhs %s (broadcast first)", op, TPU_HLO_TSTR(ta, b1),
                 TPU_HLO_TSTR(tb, b2));
   if (ta->dtype != tb->dtype)
@@ -912,7 +886,7 @@ tpu_hlo_value_t tpu_hlo_select(tpu_hlo_func_t *f, tpu_hlo_value_t pred, tpu_hlo_
   if (tp->dtype != TPU_PRED) return FAIL(f, "select: predicate must be i1, got %s", TPU_HLO_TSTR(tp, b1));
   if (!tpu_hlo_type_equal(tt, tf))
     return FAIL(f, "select: branch types differ: %s vs %s", TPU_HLO_TSTR(tt, b1), TPU_HLO_TSTR(tf, b2));
-  if (tp->rank != 0 && !same_shape(tp, tt))
+  if (tp->rank != 0 && !tpu_hlo__same_shape(tp, tt))
     return FAIL(f, "select: predicate shape %s does not match %s", TPU_HLO_TSTR(tp, b1), TPU_HLO_TSTR(tt, b2));
   return tpu_hlo__simple(f, "select", ops, 3, tt, NULL);
 }
@@ -925,7 +899,7 @@ tpu_hlo_value_t tpu_hlo_clamp(tpu_hlo_func_t *f, tpu_hlo_value_t lo, tpu_hlo_val
   const tpu_hlo_type_t *bounds[2] = {tl, th};
   for (int i = 0; i < 2; i++) {
     const tpu_hlo_type_t *tb = bounds[i];
-    if (tb->dtype != tx->dtype || (tb->rank != 0 && !same_shape(tb, tx)))
+    if (tb->dtype != tx->dtype || (tb->rank != 0 && !tpu_hlo__same_shape(tb, tx)))
       return FAIL(f, "clamp: %s bound %s must be 0-d or match operand %s (same element type)",
                   i ? "max" : "min", TPU_HLO_TSTR(tb, b1), TPU_HLO_TSTR(tx, b2));
   }

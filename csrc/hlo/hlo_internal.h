@@ -53,6 +53,12 @@ struct tpu_hlo_module {
 /* True when the function has no error and every operand is a live value;
  * records an error naming `op` for a NONE operand otherwise. */
 bool tpu_hlo__ok(tpu_hlo_func_t *f, const char *op, const tpu_hlo_value_t *vs, int n);
+static inline bool tpu_hlo__same_shape(const tpu_hlo_type_t *a, const tpu_hlo_type_t *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
 static inline const tpu_hlo_type_t *tpu_hlo__t(const tpu_hlo_func_t *f, tpu_hlo_value_t v) {
   return &f->vals[v].type;
 }
@@ -84,7 +90,7 @@ void tpu_hlo__groups_attr(tpu_strbuf_t *sb, const int64_t *groups, int ngroups, 
  * (the caller writes the surrounding "(" region, region ")" list)
  * whose block takes `nargs` 0-d arguments of the given dtypes (their %tK
  * names are passed to `body`).  body emits the region's ops with
- * tpu_hlo__rop / tpu_hlo__rconst and fills the names and dtypes of the
+ * tpu_hlo__rop / tpu_hlo__rcompare and fills the names and dtypes of the
  * values to return; it returns how many. */
 typedef int (*tpu_hlo__region_fn)(tpu_hlo_func_t *f, const int32_t *args, const tpu_dtype_t *dtypes,
                                   int32_t *rets, tpu_dtype_t *ret_dtypes, void *ctx);
@@ -93,7 +99,6 @@ void tpu_hlo__region(tpu_hlo_func_t *f, const tpu_dtype_t *arg_dtypes, int nargs
 /* One 0-d op inside a region; returns its new %tK name. */
 int32_t tpu_hlo__rop(tpu_hlo_func_t *f, const char *op, const int32_t *ins, int nins,
                      const tpu_dtype_t *in_dtypes, tpu_dtype_t out, const char *attrs);
-int32_t tpu_hlo__rconst(tpu_hlo_func_t *f, tpu_dtype_t dt, double value);
 int32_t tpu_hlo__rcompare(tpu_hlo_func_t *f, const char *dir, int32_t a, int32_t b, tpu_dtype_t dt);
 /* A scalar binary reduction body ("add", "maximum", ...; "replace" returns
  * the second argument).  Returns false on an unknown name. */

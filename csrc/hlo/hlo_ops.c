@@ -35,13 +35,6 @@ static bool dim_set(const int64_t *dims, int n, int rank, uint32_t *out) {
   return true;
 }
 
-static bool same_shape_t(const tpu_hlo_type_t *a, const tpu_hlo_type_t *b) {
-  if (a->rank != b->rank) return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i]) return false;
-  return true;
-}
-
 /* ", name = [1, 2]" unless empty */
 static void list_field(tpu_strbuf_t *sb, bool *first, const char *name, const int64_t *v, int n) {
   if (n <= 0) return;
@@ -400,7 +393,7 @@ tpu_hlo_value_t tpu_hlo_select_and_scatter(tpu_hlo_func_t *f, tpu_hlo_value_t op
     return FAIL(f, "select_and_scatter: source %s and operand %s element types differ", TPU_HLO_TSTR(&ts, b1),
                 TPU_HLO_TSTR(&tx, b2));
   if (!window_shape(f, "select_and_scatter", &tx, window, strides, NULL, NULL, padding, &tw)) return TPU_HLO_NONE;
-  if (!same_shape_t(&tw, &ts)) {
+  if (!tpu_hlo__same_shape(&tw, &ts)) {
     char b3[256];
     return FAIL(f, "select_and_scatter: source %s must have the windowed shape %s of operand %s",
                 TPU_HLO_TSTR(&ts, b1), TPU_HLO_TSTR(&tw, b2), TPU_HLO_TSTR(&tx, b3));
