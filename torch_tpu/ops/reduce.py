@@ -193,7 +193,7 @@ def _norm(self, p, dim, keepdim, dtype):
     p = 2.0 if p is None else float(p)
     if p < 0 and p != float("-inf") and self.numel() == 0:
         raise RuntimeError(
-            f"linalg.vector_norm of negative order cannot be performed on an empty tensor"
+            "linalg.vector_norm of negative order cannot be performed on an empty tensor"
         )
     return run("norm", [self], [dtype_code(dt), int(bool(keepdim)), *_dims(dim)], [p])[0]
 
