@@ -63,3 +63,21 @@ def _patch_storage_methods():
         return original_to(self, device=device, non_blocking=non_blocking)
 
     torch.UntypedStorage.to = to
+
+    # UntypedStorage(n, device="tpu") would allocate through a PrivateUse1
+    # allocator a Python backend cannot register (a crash): build it from a
+    # device tensor instead.
+    original_new = torch.UntypedStorage.__new__
+
+    def new(cls, *args, device=None, **kwargs):
+        if device is not None and torch.device(device).type == "tpu":
+            if len(args) == 1 and isinstance(args[0], int) and not kwargs:
+                return torch.zeros(args[0], dtype=torch.uint8, device=device).untyped_storage()
+            if not args and not kwargs:
+                return torch.zeros(0, dtype=torch.uint8, device=device).untyped_storage()
+            raise RuntimeError("tpu: UntypedStorage(...) on tpu takes only a size; create a tensor instead")
+        if device is None:
+            return original_new(cls, *args, **kwargs)
+        return original_new(cls, *args, device=device, **kwargs)
+
+    torch.UntypedStorage.__new__ = new

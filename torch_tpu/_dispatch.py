@@ -57,7 +57,7 @@ def run(rule, inputs, ints=(), floats=()):
 def to_dtype(t, dtype):
     if t.dtype == dtype:
         return t
-    return run("to_dtype", [t], [dtype_code(dtype)])[0]
+    return run("convert", [t], [dtype_code(dtype)])[0]
 
 
 def write(dst, src):
@@ -189,7 +189,11 @@ def fallback_counts():
 
 
 def _to_cpu(x):
-    return x.cpu() if _is_tpu(x) else x
+    if _is_tpu(x):
+        return x.cpu()
+    if isinstance(x, torch.device) and x.type == "tpu":
+        return torch.device("cpu")  # factories: build on CPU, then move
+    return x
 
 
 def _cpu_fallback(op, *args, **kwargs):

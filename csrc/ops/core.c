@@ -1,5 +1,6 @@
 /* core.c - the rules the runtime itself needs: reading and writing views of
- * a storage, dtype conversion for copies, fills.
+ * a storage, reinterpreting its bytes, fills.  (dtype conversion is the
+ * elementwise rule "convert".)
  *
  * View attrs layout (view_read, view_write):
  *   ints = [rank, sizes[rank]..., strides[rank]..., offset]
@@ -234,21 +235,6 @@ static void rule_view_write(tpu_op_ctx_t *c) {
   tpu_op_set_output(c, res);
 }
 
-/* to_dtype: ints = [dtype].  PyTorch conversion semantics: float -> int
- * truncates toward zero (StableHLO convert does), x -> bool is x != 0. */
-static void rule_to_dtype(tpu_op_ctx_t *c) {
-  tpu_dtype_t to = (tpu_dtype_t)tpu_op_int(c, 0);
-  tpu_hlo_value_t x = c->in[0];
-  const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, x);
-  if (!t) return;
-  if (to == TPU_PRED && t->dtype != TPU_PRED) {
-    tpu_hlo_value_t zero = tpu_hlo_constant(c->f, *t, 0);
-    tpu_op_set_output(c, tpu_hlo_compare(c->f, "NE", x, zero));
-    return;
-  }
-  tpu_op_set_output(c, tpu_hlo_cast(c->f, x, to));
-}
-
 /* full: in[0] 0-d fill value (runtime scalar); ints = [dtype, rank, dims...]. */
 static void rule_full(tpu_op_ctx_t *c) {
   tpu_dtype_t dt = (tpu_dtype_t)tpu_op_int(c, 0);
@@ -324,7 +310,6 @@ static void rule_identity(tpu_op_ctx_t *c) { tpu_op_set_output(c, c->in[0]); }
 const tpu_op_rule_t tpu_rules_core[] = {
     {"view_read", rule_view_read, 1, 1},
     {"view_write", rule_view_write, 2, 2},
-    {"to_dtype", rule_to_dtype, 1, 1},
     {"full", rule_full, 1, 1},
     {"identity", rule_identity, 1, 1},
     {"bitcast_flat", rule_bitcast_flat, 1, 1},

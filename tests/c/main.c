@@ -51,10 +51,12 @@ tpu_pjrt_client_t *tt_client(void) {
 }
 
 int main(int argc, char **argv) {
-  const char *filter = argc > 1 ? argv[1] : NULL;
+  /* arguments: substrings; a test runs when its name contains any of them */
   int passed = 0, failed = 0;
   for (int i = 0; i < tt_count; i++) {
-    if (filter && !strstr(tt_tests[i].name, filter)) continue;
+    int selected = argc < 2;
+    for (int a = 1; a < argc && !selected; a++) selected = strstr(tt_tests[i].name, argv[a]) != NULL;
+    if (!selected) continue;
     int before = tt_failed_checks;
     tt_tests[i].fn();
     if (tt_failed_checks == before) {

@@ -127,3 +127,13 @@ def test_module_to_tpu_keeps_parameters():
     for p, r in zip(m.parameters(), ref):
         assert isinstance(p, torch.nn.Parameter) and p.device.type == "tpu"
         assert torch.equal(p.detach().cpu(), r)
+
+
+def test_untyped_storage_on_tpu_does_not_crash():
+    s = torch.UntypedStorage(16, device="tpu")
+    assert s.device.type == "tpu" and s.nbytes() == 16
+    c = torch.arange(4.0).untyped_storage()
+    t = c.to(device="tpu")
+    assert t.device.type == "tpu" and t.nbytes() == 16
+    back = torch.empty(0).set_(t.cpu())
+    assert torch.equal(back, torch.arange(4.0))
