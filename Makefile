@@ -80,7 +80,7 @@ test-c: $(STAMP) $(TESTC_BIN)
 # Memcheck over the engine's own layers (pjrt, hlo, runtime rules): every
 # test compiles programs inside the 250 MB plugin, so the whole C suite under
 # valgrind takes ~20 minutes; `make valgrind-all` runs all of it.
-VALGRIND_TESTS ?= pjrt_ hlo_
+VALGRIND_TESTS ?= pjrt_ hlo_ runtime_
 VALGRIND = TORCH_TPU_SITE_DIRS=$(SITE) TORCH_TPU_VALGRIND=1 valgrind --tool=memcheck --leak-check=full \
 	  --errors-for-leak-kinds=definite --error-exitcode=3 --suppressions=tests/c/valgrind.supp \
 	  --gen-suppressions=no --num-callers=30

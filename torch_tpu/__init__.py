@@ -23,6 +23,12 @@ def _register():
     _engine.ensure_initialized()
     _device._hand_over_factories()
     _device._patch_storage_methods()
+    # Fused eager: an optimizer step ends a training step, so the pending
+    # graph is cut there (asynchronously).  Every step is then the same
+    # program, instead of size-bound cuts that drift across step boundaries.
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(lambda opt, args, kwargs: _C.flush())
 
 
 _register()

@@ -303,6 +303,134 @@ fail:
   return NULL;
 }
 
+/* ---- the C fast path of binary arithmetic -------------------------------------------------- */
+
+/* A callable registered as the tpu kernel of add/sub/mul/div (.Tensor and
+ * .Scalar): when both operands are tpu tensors of one dtype, or a tpu tensor
+ * and a Python number of its kind, it runs the rule with no Python frame of
+ * ours; anything else (promotion, alpha, CPU scalars, complex) goes to the
+ * Python kernel it wraps. */
+typedef struct {
+  PyObject_HEAD
+  const tpu_op_rule_t *rule;
+  PyObject *slow;
+  int float_only; /* true division: integer operands promote, slow path */
+} FastBinaryObject;
+
+static PyTypeObject *FastBinaryType;
+
+/* The slow path: call the Python kernel with the same arguments. */
+static PyObject *call_slow(PyObject *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  PyObject *tuple = PyTuple_New(nargs);
+  if (!tuple) return NULL;
+  for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SetItem(tuple, i, Py_NewRef(args[i]));
+  PyObject *kw = NULL;
+  if (kwnames && PyTuple_Size(kwnames)) {
+    kw = PyDict_New();
+    for (Py_ssize_t i = 0; kw && i < PyTuple_Size(kwnames); i++)
+      PyDict_SetItem(kw, PyTuple_GetItem(kwnames, i), args[nargs + i]);
+  }
+  PyObject *r = PyObject_Call(fn, tuple, kw);
+  Py_DECREF(tuple);
+  Py_XDECREF(kw);
+  return r;
+}
+
+static PyObject *fast_binary_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  FastBinaryObject *k = (FastBinaryObject *)self;
+  int fast = nargs == 2;
+  if (fast && kwnames) { /* only alpha=1 */
+    Py_ssize_t nk = PyTuple_Size(kwnames);
+    for (Py_ssize_t i = 0; i < nk && fast; i++) {
+      PyObject *v = args[nargs + i];
+      fast = PyLong_Check(v) && !PyBool_Check(v) && PyLong_AsLong(v) == 1;
+    }
+  }
+  tpu_rt_input_t in[2];
+  if (fast) {
+    int r = read_tensor(args[0], &in[0]);
+    if (r < 0) return NULL;
+    fast = r == 1 && in[0].view.dtype != TPU_PRED && !tpu_dtype_is_complex(in[0].view.dtype) &&
+           (!k->float_only || tpu_dtype_is_float(in[0].view.dtype));
+  }
+  if (fast) {
+    PyObject *o = args[1];
+    if (PyFloat_Check(o)) {
+      fast = tpu_dtype_is_float(in[0].view.dtype);
+      memset(&in[1], 0, sizeof(in[1]));
+      in[1].scalar_dtype = in[0].view.dtype == TPU_F64 ? TPU_F64 : TPU_F32;
+      in[1].scalar_f = PyFloat_AsDouble(o);
+    } else if (PyLong_Check(o) && !PyBool_Check(o)) {
+      memset(&in[1], 0, sizeof(in[1]));
+      int overflow = 0;
+      long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+      fast = !overflow;
+      in[1].scalar_dtype = tpu_dtype_is_float(in[0].view.dtype) ? (in[0].view.dtype == TPU_F64 ? TPU_F64 : TPU_F32)
+                                                                 : TPU_S64;
+      in[1].scalar_i = v;
+      in[1].scalar_f = (double)v;
+    } else {
+      int r = read_tensor(o, &in[1]);
+      if (r < 0) return NULL;
+      fast = r == 1 && in[1].view.dtype == in[0].view.dtype;
+    }
+  }
+  if (!fast) return call_slow(k->slow, args, nargs, kwnames);
+  int64_t code = in[0].view.dtype;
+  tpu_op_attrs_t attrs = {1, &code, 0, NULL};
+  tpu_rt_output_t out[TPU_OP_MAX_OUTPUTS];
+  int nout = 0;
+  tpu_status_t st = tpu_rt_op(k->rule, in, 2, &attrs, out, &nout);
+  if (st) return raise_status(st);
+  for (int o = 1; o < nout; o++) tpu_storage_release(out[o].storage);
+  return make_tensor(out[0].storage, out[0].type.rank, out[0].type.dims, out[0].type.dtype);
+}
+
+static void FastBinary_dealloc(PyObject *self) {
+  FastBinaryObject *k = (FastBinaryObject *)self;
+  Py_XDECREF(k->slow);
+  PyTypeObject *tp = Py_TYPE(self);
+  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+  f(self);
+  Py_DECREF(tp);
+}
+
+static PyType_Slot FastBinary_slots[] = {
+    {Py_tp_dealloc, (void *)FastBinary_dealloc},
+    {Py_tp_doc, (void *)"state of a C fast-path kernel"},
+    {0, NULL},
+};
+
+static PyType_Spec FastBinary_spec = {"torch_tpu._C.FastBinary", sizeof(FastBinaryObject), 0, Py_TPFLAGS_DEFAULT,
+                                      FastBinary_slots};
+
+/* The kernel is a builtin function bound to its state: the dispatcher calls
+ * it with METH_FASTCALL, no Python frame in between. */
+static PyMethodDef fast_binary_def = {"tpu_fast_binary", (PyCFunction)(void (*)(void))fast_binary_call,
+                                      METH_FASTCALL | METH_KEYWORDS, "C fast path of a binary tpu kernel"};
+
+/* fast_binary(rule, slow_kernel) -> callable */
+static PyObject *py_fast_binary(PyObject *self, PyObject *args) {
+  const char *name;
+  PyObject *slow;
+  int float_only = 0;
+  if (!PyArg_ParseTuple(args, "sO|p", &name, &slow, &float_only)) return NULL;
+  const tpu_op_rule_t *rule = tpu_op_rule_find(name);
+  if (!rule) {
+    PyErr_Format(PyExc_ValueError, "no rule %s", name);
+    return NULL;
+  }
+  allocfunc alloc = (allocfunc)PyType_GetSlot(FastBinaryType, Py_tp_alloc);
+  FastBinaryObject *k = (FastBinaryObject *)alloc(FastBinaryType, 0);
+  if (!k) return NULL;
+  k->rule = rule;
+  k->slow = Py_NewRef(slow);
+  k->float_only = float_only;
+  PyObject *fn = PyCFunction_NewEx(&fast_binary_def, (PyObject *)k, NULL);
+  Py_DECREF(k);
+  return fn;
+}
+
 /* ---- module functions ---------------------------------------------------------------------- */
 
 static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw) {
@@ -607,6 +735,7 @@ static PyObject *py_shutdown(PyObject *self, PyObject *unused) {
 }
 
 static PyMethodDef methods[] = {
+    {"fast_binary", py_fast_binary, METH_VARARGS, "fast_binary(rule, slow_kernel, float_only=False) -> C kernel"},
     {"init", (PyCFunction)(void (*)(void))py_init, METH_VARARGS | METH_KEYWORDS, "initialise the runtime"},
     {"find_plugin", py_find_plugin, METH_VARARGS, "find_plugin(site_dirs) -> path"},
     {"set_factories", set_factories, METH_VARARGS, "hand over the torch callables used to make tensors"},
@@ -642,6 +771,8 @@ PyMODINIT_FUNC PyInit__C(void) {
   if (!StorageType) return NULL;
   Py_INCREF((PyObject *)StorageType);
   PyModule_AddObject(m, "Storage", (PyObject *)StorageType);
+  FastBinaryType = (PyTypeObject *)PyType_FromSpec(&FastBinary_spec);
+  if (!FastBinaryType) return NULL;
   NotTpuError = PyErr_NewException("torch_tpu._C.NotTpuError", PyExc_TypeError, NULL);
   Py_INCREF(NotTpuError);
   PyModule_AddObject(m, "NotTpuError", NotTpuError);

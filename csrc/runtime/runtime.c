@@ -185,7 +185,7 @@ tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
     return st;
   }
   R.mode = cfg->mode;
-  R.fused_max_nodes = cfg->fused_max_nodes > 0 ? cfg->fused_max_nodes : 2048;
+  R.fused_max_nodes = cfg->fused_max_nodes > 0 ? cfg->fused_max_nodes : 8192;
   tpu_arena_init(&R.g.arena, 65536);
   R.g.epoch = 1;
   R.g.device = -1;

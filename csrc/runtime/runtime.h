@@ -25,8 +25,9 @@
  * referenced.  The eager modes differ only in when flush happens:
  *   strict  after every op (one program per op, asynchronous)
  *   debug   after every op, and waits for completion (errors at the op)
- *   fused   when a host read needs a value, on synchronize, at the graph
- *           size bound, or before an op falls back to CPU.
+ *   fused   when a host read needs a value, on synchronize, after an
+ *           optimizer step, at the graph size bound, or before an op
+ *           falls back to CPU.
  *
  * All entry points take the runtime lock; the engine is process-wide.
  */
@@ -79,7 +80,7 @@ typedef struct tpu_rt_config {
   int64_t mem_cache_max_bytes;    /* 0 = default 2 GiB */
   int64_t disk_cache_max_entries; /* 0 = default 10000 */
   int64_t disk_cache_max_bytes;   /* 0 = default 4 GiB */
-  int fused_max_nodes;            /* 0 = default 2048 */
+  int fused_max_nodes;            /* 0 = default 8192 */
 } tpu_rt_config_t;
 
 typedef struct tpu_rt_stats {

@@ -11,7 +11,8 @@ changing value never recompiles.  Complex dtypes go to the CPU fallback.
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from .._dispatch import _cpu_fallback, register, run, scalar
+from .. import _C
+from .._dispatch import _cpu_fallback, impl, register, run, scalar
 from .._dtypes import CODE, dtype_code
 
 aten = torch.ops.aten
@@ -26,8 +27,11 @@ def _op(name):
     return getattr(getattr(aten, base), overload or "default")
 
 
-def reg(functional, out=None, inplace=None):
-    """register() with a CPU fallback for dtypes the engine lacks."""
+def reg(functional, out=None, inplace=None, fast=None, float_only=False):
+    """register() with a CPU fallback for dtypes the engine lacks.  With
+    fast=rule the functional overload is a C kernel (_C.fast_binary) that
+    runs same-dtype operands without any Python frame and calls this
+    Python kernel for everything else."""
 
     def deco(fn):
         op = _op(functional)
@@ -39,7 +43,11 @@ def reg(functional, out=None, inplace=None):
                 return _cpu_fallback(op, *args, **kwargs)
 
         kernel.__name__ = fn.__name__
-        register(functional, out=out, inplace=inplace)(kernel)
+        if fast:
+            impl(functional, _C.fast_binary(fast, kernel, float_only))
+            register(None, out=out, inplace=inplace)(kernel)
+        else:
+            register(functional, out=out, inplace=inplace)(kernel)
         return fn
 
     return deco
@@ -150,23 +158,23 @@ def _add(self, other, alpha, rule="add"):
     return _run(rule, inputs, dt)
 
 
-@reg("add.Tensor", out="add.out", inplace="add_.Tensor")
+@reg("add.Tensor", out="add.out", inplace="add_.Tensor", fast="add")
 def add(self, other, *, alpha=1):
     return _add(self, other, alpha)
 
 
-@reg("add.Scalar", out="add.Scalar_out", inplace="add_.Scalar")
+@reg("add.Scalar", out="add.Scalar_out", inplace="add_.Scalar", fast="add")
 def add_scalar(self, other, alpha=1):
     return _add(self, other, alpha)
 
 
-@reg("sub.Tensor", out="sub.out", inplace="sub_.Tensor")
+@reg("sub.Tensor", out="sub.out", inplace="sub_.Tensor", fast="sub")
 def sub(self, other, *, alpha=1):
     _no_bool_sub(self, other)
     return _add(self, other, alpha, "sub")
 
 
-@reg("sub.Scalar", out="sub.Scalar_out", inplace="sub_.Scalar")
+@reg("sub.Scalar", out="sub.Scalar_out", inplace="sub_.Scalar", fast="sub")
 def sub_scalar(self, other, alpha=1):
     _no_bool_sub(self, other)
     return _add(self, other, alpha, "sub")
@@ -194,12 +202,12 @@ def _binary(rule, self, other, dt=None):
     return _run(rule, [_arg(self, dt), _arg(other, dt)], dt)
 
 
-@reg("mul.Tensor", out="mul.out", inplace="mul_.Tensor")
+@reg("mul.Tensor", out="mul.out", inplace="mul_.Tensor", fast="mul")
 def mul(self, other):
     return _binary("mul", self, other)
 
 
-@reg("mul.Scalar", out="mul.Scalar_out", inplace="mul_.Scalar")
+@reg("mul.Scalar", out="mul.Scalar_out", inplace="mul_.Scalar", fast="mul")
 def mul_scalar(self, other):
     return _binary("mul", self, other)
 
@@ -218,12 +226,12 @@ def _div(self, other, rounding_mode=None):
     return _run("div", [_arg(self, dt), _arg(other, dt)], dt, _MODES[rounding_mode])
 
 
-@reg("div.Tensor", out="div.out", inplace="div_.Tensor")
+@reg("div.Tensor", out="div.out", inplace="div_.Tensor", fast="div", float_only=True)
 def div(self, other):
     return _div(self, other)
 
 
-@reg("div.Scalar", out="div.Scalar_out", inplace="div_.Scalar")
+@reg("div.Scalar", out="div.Scalar_out", inplace="div_.Scalar", fast="div", float_only=True)
 def div_scalar(self, other):
     return _div(self, other)
 
