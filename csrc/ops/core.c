@@ -304,6 +304,26 @@ static void rule_bitcast_flat(tpu_op_ctx_t *c) {
   tpu_op_set_output(c, y);
 }
 
+/* arange: in = [start, step] (0-d runtime scalars); ints = [dtype, n].
+ * start + i * step computed in f64 for f64 results, f32 for other floats,
+ * s64 for integers, then converted. */
+static void rule_arange(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  tpu_dtype_t dt = (tpu_dtype_t)tpu_op_int(c, 0);
+  int64_t n = tpu_op_int(c, 1);
+  if (n < 0) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "arange: negative length %lld", (long long)n);
+    return;
+  }
+  tpu_dtype_t ct = dt == TPU_F64 ? TPU_F64 : tpu_dtype_is_float(dt) ? TPU_F32 : TPU_S64;
+  tpu_hlo_type_t t = tpu_hlo_type_make(ct, 1, &n);
+  tpu_hlo_value_t i = tpu_hlo_iota(f, t, 0);
+  tpu_hlo_value_t start = tpu_hlo_broadcast_to(f, tpu_hlo_cast(f, c->in[0], ct), 1, &n);
+  tpu_hlo_value_t step = tpu_hlo_broadcast_to(f, tpu_hlo_cast(f, c->in[1], ct), 1, &n);
+  tpu_hlo_value_t v = tpu_hlo_binary(f, "add", start, tpu_hlo_binary(f, "multiply", i, step));
+  tpu_op_set_output(c, tpu_hlo_cast(f, v, dt));
+}
+
 /* identity: returns its input (a contiguous copy materialises a view). */
 static void rule_identity(tpu_op_ctx_t *c) { tpu_op_set_output(c, c->in[0]); }
 
@@ -312,6 +332,7 @@ const tpu_op_rule_t tpu_rules_core[] = {
     {"view_write", rule_view_write, 2, 2},
     {"full", rule_full, 1, 1},
     {"identity", rule_identity, 1, 1},
+    {"arange", rule_arange, 2, 2},
     {"bitcast_flat", rule_bitcast_flat, 1, 1},
     {NULL, NULL, 0, 0},
 };

@@ -137,3 +137,14 @@ def test_untyped_storage_on_tpu_does_not_crash():
     assert t.device.type == "tpu" and t.nbytes() == 16
     back = torch.empty(0).set_(t.cpu())
     assert torch.equal(back, torch.arange(4.0))
+
+
+def test_arange_matches_cpu_without_fallback():
+    import torch_tpu
+    before = dict(torch_tpu.fallback_counts())
+    for args in [(5,), (1, 10, 3), (0.0, 1.0, 0.1), (10, 0, -2), (0, 3), (-3.5, 2.25, 0.5)]:
+        a, b = torch.arange(*args, device="tpu").cpu(), torch.arange(*args)
+        assert a.dtype == b.dtype and torch.equal(a, b), args
+    assert torch.equal(torch.arange(2, 7, dtype=torch.bfloat16, device="tpu").cpu(),
+                       torch.arange(2, 7, dtype=torch.bfloat16))
+    assert torch_tpu.fallback_counts() == before

@@ -214,3 +214,27 @@ def equal(self, other):
 @register("_has_same_storage_numel")
 def _has_same_storage_numel(self, other):
     return self.untyped_storage().nbytes() // self.element_size() == other.untyped_storage().nbytes() // other.element_size()
+
+
+@register("arange.start_out")
+def arange_start_out(start, end, step=1, *, out):
+    import math
+    vals = [v.item() if isinstance(v, torch.Tensor) else v for v in (start, end, step)]
+    start, end, step = vals
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if not all(math.isfinite(float(v)) for v in vals):
+        raise RuntimeError(f"unsupported range: {start} -> {end}")
+    if (step > 0 and start > end) or (step < 0 and start < end):
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    n = int(math.ceil((end - start) / step))
+    dt = out.dtype
+    is_f = dt.is_floating_point
+    # start/step travel as f64 (PyTorch computes ranges in double) except on
+    # a TPU, which has no f64
+    kind = (torch.float64 if _C.platform() != "tpu" or dt == torch.float64 else torch.float32) if is_f else torch.int64
+    res = run("arange", [(dtype_code(kind), float(start) if is_f else int(start)),
+                         (dtype_code(kind), float(step) if is_f else int(step))], [dtype_code(dt), n])[0]
+    if tuple(out.shape) != (n,):
+        out.resize_([n])
+    return write(out, res)
