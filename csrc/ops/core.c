@@ -305,8 +305,8 @@ static void rule_bitcast_flat(tpu_op_ctx_t *c) {
 }
 
 /* arange: in = [start, step] (0-d runtime scalars); ints = [dtype, n].
- * start + i * step computed in f64 for f64 results, f32 for other floats,
- * s64 for integers, then converted. */
+ * start + i * step computed in the scalars' type (f64 as PyTorch's CPU
+ * kernel does where the platform has it; s64 for integers), then converted. */
 static void rule_arange(tpu_op_ctx_t *c) {
   tpu_hlo_func_t *f = c->f;
   tpu_dtype_t dt = (tpu_dtype_t)tpu_op_int(c, 0);
@@ -315,7 +315,8 @@ static void rule_arange(tpu_op_ctx_t *c) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "arange: negative length %lld", (long long)n);
     return;
   }
-  tpu_dtype_t ct = dt == TPU_F64 ? TPU_F64 : tpu_dtype_is_float(dt) ? TPU_F32 : TPU_S64;
+  const tpu_hlo_type_t *st = tpu_hlo_type_of(f, c->in[0]);
+  tpu_dtype_t ct = tpu_dtype_is_float(st->dtype) ? st->dtype : TPU_S64;
   tpu_hlo_type_t t = tpu_hlo_type_make(ct, 1, &n);
   tpu_hlo_value_t i = tpu_hlo_iota(f, t, 0);
   tpu_hlo_value_t start = tpu_hlo_broadcast_to(f, tpu_hlo_cast(f, c->in[0], ct), 1, &n);
