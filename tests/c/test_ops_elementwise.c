@@ -16,31 +16,7 @@
 #include "ops/ops.h"
 #include "tinytest.h"
 
-/* ---- the shared helper (declared again in test_ops_reduce.c) ---- */
-typedef struct tt_ten {
-  tpu_dtype_t dt;
-  int rank;
-  int64_t dims[TPU_MAX_RANK];
-  const double *vals; /* numel values, row-major */
-  double *owned;      /* outputs: the storage of vals */
-} tt_ten_t;
-
-tt_ten_t tt_ten(tpu_dtype_t dt, int rank, const int64_t *dims, const double *vals);
-int64_t tt_ops_numel(const tt_ten_t *t);
-double tt_ops_round(tpu_dtype_t dt, double v); /* v as stored in dt */
-/* Lowers `rule` on arguments typed like `in`, compiles, runs; fills outs
- * (free with tt_ops_free).  Returns the number of outputs, -1 on error
- * (printed, counted as a failed check). */
-int tt_ops_run(const char *rule, const tt_ten_t *in, int nin, const int64_t *ints, int nints, const double *floats,
-               int nfloats, tt_ten_t *outs, int max_out);
-/* Only lowers and produces text: the first error (caller frees) or NULL. */
-tpu_status_t tt_ops_lower_status(const char *rule, const tt_ten_t *in, int nin, const int64_t *ints, int nints,
-                                 const double *floats, int nfloats);
-void tt_ops_free(tt_ten_t *outs, int n);
-int tt_ops_close(double got, double want, double rtol, double atol);
-/* Compares dtype, shape and values (nan matches nan; inf must be equal). */
-int tt_ops_expect(const char *what, const tt_ten_t *got, tpu_dtype_t dt, int rank, const int64_t *dims,
-                  const double *want, double rtol, double atol);
+#include "tt_ops.h"
 
 
 /* ---- host values <-> device bytes ----------------------------------------- */
