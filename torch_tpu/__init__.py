@@ -23,6 +23,9 @@ def _register():
     _engine.ensure_initialized()
     _device._hand_over_factories()
     _device._patch_storage_methods()
+    _device._patch_pinning()
+    from . import _autocast
+    _autocast.register()
     # Fused eager: an optimizer step ends a training step, so the pending
     # graph is cut there (asynchronously).  Every step is then the same
     # program, instead of size-bound cuts that drift across step boundaries.

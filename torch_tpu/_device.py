@@ -81,3 +81,31 @@ def _patch_storage_methods():
         return original_new(cls, *args, device=device, **kwargs)
 
     torch.UntypedStorage.__new__ = new
+
+
+def _targets_tpu(device):
+    if device is None:
+        acc = torch.accelerator.current_accelerator() if hasattr(torch, "accelerator") else None
+        return acc is not None and acc.type == "tpu"
+    return torch.device(device).type == "tpu"
+
+
+def _patch_pinning():
+    """Pinned host memory means nothing to a PJRT transfer (the plugin stages
+    copies itself), and a Python backend cannot give PyTorch a pinned
+    allocator: DataLoader(pin_memory=True), which pins for the current
+    accelerator, would fail.  Pinning for tpu returns the tensor itself."""
+    original_pin, original_is_pinned = torch.Tensor.pin_memory, torch.Tensor.is_pinned
+
+    def pin_memory(self, device=None):
+        if self.device.type == "cpu" and _targets_tpu(device):
+            return self
+        return original_pin(self) if device is None else original_pin(self, device)
+
+    def is_pinned(self, device=None):
+        if self.device.type == "cpu" and _targets_tpu(device):
+            return False
+        return original_is_pinned(self) if device is None else original_is_pinned(self, device)
+
+    torch.Tensor.pin_memory = pin_memory
+    torch.Tensor.is_pinned = is_pinned

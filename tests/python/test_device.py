@@ -148,3 +148,32 @@ def test_arange_matches_cpu_without_fallback():
     assert torch.equal(torch.arange(2, 7, dtype=torch.bfloat16, device="tpu").cpu(),
                        torch.arange(2, 7, dtype=torch.bfloat16))
     assert torch_tpu.fallback_counts() == before
+
+
+def test_autocast_runs_matmuls_in_bf16_and_softmax_in_f32():
+    t = torch.randn(8, 8)
+    d = t.to("tpu")
+    with torch.autocast("tpu", dtype=torch.bfloat16):
+        y = d @ d
+        z = torch.softmax(y, -1)
+        w = d + 1
+    assert (y.dtype, z.dtype, w.dtype) == (torch.bfloat16, torch.float32, torch.float32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = t @ t
+    torch.testing.assert_close(y.cpu(), ref, atol=2e-2, rtol=2e-2)
+    m = torch.nn.Linear(8, 4).to("tpu")
+    with torch.autocast("tpu", dtype=torch.bfloat16):
+        loss = m(d).float().pow(2).mean()
+    loss.backward()
+    assert m.weight.grad.dtype == torch.float32
+
+
+def test_dataloader_with_pin_memory_feeds_tpu():
+    ds = torch.utils.data.TensorDataset(torch.randn(8, 3), torch.arange(8))
+    dl = torch.utils.data.DataLoader(ds, batch_size=4, pin_memory=True)
+    seen = 0
+    for x, y in dl:
+        xt = x.to("tpu", non_blocking=True)
+        assert torch.equal(xt.cpu(), x)
+        seen += x.shape[0]
+    assert seen == 8
