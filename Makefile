@@ -32,7 +32,7 @@ all: build
 # ---- python environment -----------------------------------------------------
 # The checkout itself is put on the venv's path with a dist-info carrying the
 # torch.backends entry point, so a plain `import torch` loads the backend.
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt tools/dev_install.py
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	$(VPY) tools/dev_install.py
