@@ -16,6 +16,9 @@ from ._dtypes import CODE, dtype_code
 _lib = torch.library.Library("aten", "IMPL")
 _registered = {}  # "add.Tensor" -> python function
 NotTpuError = _C.NotTpuError
+# A case a kernel (or a lowering rule, via TPU_UNIMPLEMENTED) cannot take on
+# the device: the op then runs through the CPU fallback, counted and warned.
+Unsupported = _C.Unsupported
 
 
 class scalar(tuple):
@@ -34,7 +37,7 @@ def _fix_inputs(rule, inputs):
     for x in inputs:
         if isinstance(x, torch.Tensor) and not _C.is_tpu(x):
             if x.device.type == "cpu" and x.dim() == 0:
-                fixed.append((dtype_code(x.dtype), x.item()))
+                fixed.append(_upload(x) if x.is_complex() else (dtype_code(x.dtype), x.item()))
                 continue
             if x.device.type == "meta":
                 raise NotImplementedError(f"tpu: {rule} got a meta tensor")
@@ -54,6 +57,11 @@ def run(rule, inputs, ints=(), floats=()):
         return _C.op(rule, _fix_inputs(rule, inputs), ints, floats)
 
 
+def _upload(x):
+    from .ops.core import from_host
+    return from_host(x)
+
+
 def to_dtype(t, dtype):
     if t.dtype == dtype:
         return t
@@ -63,6 +71,9 @@ def to_dtype(t, dtype):
 def write(dst, src):
     """dst[...] = src (src broadcast to dst, converted to dst's dtype);
     every alias of dst sees the write."""
+    if dst.is_complex() and not (isinstance(src, torch.Tensor) and _C.is_tpu(src)):
+        # complex numbers travel as tensors, not as scalar inputs
+        src = _upload(torch.as_tensor(src.item() if isinstance(src, torch.Tensor) else src, dtype=dst.dtype))
     if isinstance(src, torch.Tensor):
         if not _C.is_tpu(src):
             if src.dim() == 0 and src.device.type == "cpu":
@@ -151,9 +162,30 @@ def _make_inplace(fn, opname):
     return inplace_variant
 
 
-def impl(name, fn):
+def _op_of(name):
+    base, _, overload = name.partition(".")
+    return getattr(getattr(torch.ops.aten, base), overload or "default")
+
+
+def _with_fallback(fn, name):
+    op = _op_of(name)
+
+    def kernel(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Unsupported:
+            return _cpu_fallback(op, *args, **kwargs)
+
+    kernel.__name__ = getattr(fn, "__name__", name)
+    return kernel
+
+
+def impl(name, fn, fallback=True):
+    """Registers fn as the tpu kernel of the ATen overload `name`.  Python
+    kernels are wrapped so that Unsupported sends the call to the CPU
+    fallback; C kernels (fallback=False) handle their own slow path."""
     name = _strip(name)
-    _lib.impl(name, fn, "PrivateUse1")
+    _lib.impl(name, _with_fallback(fn, name) if fallback else fn, "PrivateUse1")
     _registered[name] = fn
 
 

@@ -105,5 +105,6 @@ extern const tpu_op_rule_t tpu_rules_nn[];          /* nn.c: conv, pooling, norm
 extern const tpu_op_rule_t tpu_rules_index[];       /* index.c: gather/scatter/index/index_put/cat/tril */
 extern const tpu_op_rule_t tpu_rules_random[];      /* random.c: rng_bit_generator based sampling */
 extern const tpu_op_rule_t tpu_rules_optim[];       /* optim.c: fused optimizer steps */
+extern const tpu_op_rule_t tpu_rules_extra[];       /* extra.c: upsampling, padding modes, special functions ... */
 
 #endif /* TPU_OPS_OPS_H_ */

@@ -17,7 +17,8 @@
 
 /* ---- errors ---------------------------------------------------------------- */
 
-static PyObject *NotTpuError;
+static PyObject *NotTpuError; /* an input is not a tpu tensor: Python slow path */
+static PyObject *Unsupported; /* TPU_UNIMPLEMENTED: a case the engine cannot lower; kernels fall back to CPU */
 
 #define TPU_SETREF(dst, val)  \
   do {                        \
@@ -31,7 +32,7 @@ static PyObject *raise_status(tpu_status_t st) {
   PyObject *exc;
   switch (tpu_status_code(st)) {
     case TPU_OUT_OF_RANGE: exc = PyExc_IndexError; break;
-    case TPU_UNIMPLEMENTED: exc = PyExc_NotImplementedError; break;
+    case TPU_UNIMPLEMENTED: exc = Unsupported; break;
     case TPU_RESOURCE_EXHAUSTED: exc = PyExc_MemoryError; break;
     default: exc = PyExc_RuntimeError; break;
   }
@@ -773,6 +774,9 @@ PyMODINIT_FUNC PyInit__C(void) {
   PyModule_AddObject(m, "Storage", (PyObject *)StorageType);
   FastBinaryType = (PyTypeObject *)PyType_FromSpec(&FastBinary_spec);
   if (!FastBinaryType) return NULL;
+  Unsupported = PyErr_NewException("torch_tpu._C.Unsupported", PyExc_NotImplementedError, NULL);
+  Py_INCREF(Unsupported);
+  PyModule_AddObject(m, "Unsupported", Unsupported);
   NotTpuError = PyErr_NewException("torch_tpu._C.NotTpuError", PyExc_TypeError, NULL);
   Py_INCREF(NotTpuError);
   PyModule_AddObject(m, "NotTpuError", NotTpuError);

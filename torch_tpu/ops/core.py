@@ -42,6 +42,8 @@ def _check_size(size):
 def full_tensor(size, value, dtype):
     size = [int(s) for s in size]
     _check_size(size)
+    if dtype.is_complex:  # complex values have no scalar input form: upload
+        return from_host(torch.full(size, value, dtype=dtype))
     code = dtype_code(dtype)
     return run("full", [(code, value)], [code, len(size), *size])[0]
 

@@ -12,13 +12,13 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from .. import _C
-from .._dispatch import _cpu_fallback, impl, register, run, scalar
+from .._dispatch import Unsupported, _cpu_fallback, impl, register, run, scalar
 from .._dtypes import CODE, dtype_code
 
 aten = torch.ops.aten
 
 
-class _Fallback(Exception):
+class _Fallback(Unsupported):
     """Raised by a kernel for inputs the engine does not take (complex)."""
 
 
@@ -44,7 +44,7 @@ def reg(functional, out=None, inplace=None, fast=None, float_only=False):
 
         kernel.__name__ = fn.__name__
         if fast:
-            impl(functional, _C.fast_binary(fast, kernel, float_only))
+            impl(functional, _C.fast_binary(fast, kernel, float_only), fallback=False)
             register(None, out=out, inplace=inplace)(kernel)
         else:
             register(functional, out=out, inplace=inplace)(kernel)
