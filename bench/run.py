@@ -1,0 +1,753 @@
+"""torch_tpu benchmark harness (`make bench` runs it).
+
+    .venv/bin/python bench/run.py                 # everything, ~10-15 min on 2 cores
+    TORCH_TPU_BENCH_QUICK=1 .venv/bin/python bench/run.py   # short mode (~2-3 min)
+    .venv/bin/python bench/run.py --only op_latency,chain   # some sections
+
+Writes bench/results.json and bench/results.md (the table is also printed).
+
+Figures (each a median of repeated runs; the figures compared in one row are
+taken in the same process, one after the other):
+  op_latency   `c = c + b` on 1k float32: PyTorch CPU, tpu strict (one op
+               pipelined: N ops + one sync, / N; and one op + sync), tpu
+               fused (per op recorded, and the flush of the recorded graph)
+  chain        150 elementwise ops (x*y, x+y, sin, ...) on f32 2000x2000 with
+               a sync at the end: tpu strict vs tpu fused, PyTorch CPU
+  train        GPT-style training step (bench/models.py: 4 layers, d=256,
+               4 heads, seq 128, batch 8, AdamW): PyTorch CPU, tpu strict,
+               tpu fused: ms/step and steps/s, warm-up excluded
+  startup      fresh subprocess, time to the end of the first training step:
+               cold disk cache (new TORCH_TPU_CACHE_DIR) vs warm (same dir)
+  memory       small GPT training loop: peak RSS, current RSS and
+               torch.tpu.cache_stats()["live_buffers"] at steps 100 and 300
+  pjrt         build/bench_pjrt (the C engine's PJRT benchmark) if present;
+               its JSON (bench/pjrt_results.json) is folded in
+Each section runs in its own subprocess with a time limit: a missing op, an
+exception or a crash is recorded as the figure's "error" and the harness
+goes on. Ops that ran on the CPU through torch_tpu's fallback during a tpu
+figure are recorded with it ("fallbacks").
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH)
+QUICK = os.environ.get("TORCH_TPU_BENCH_QUICK", "") not in ("", "0")
+
+SECTIONS = ["op_latency", "chain", "train", "startup", "memory", "pjrt"]
+# seconds each section may take before it is killed (full mode; quick: /2)
+LIMITS = {"op_latency": 120, "chain": 240, "train": 420, "startup": 300, "memory": 240, "pjrt": 180}
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def _fmt_err(e):
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+# ---- helpers that run inside a section's subprocess -------------------------------
+
+def _torch():
+    import warnings
+    warnings.filterwarnings("ignore", message="tpu: .* has no tpu kernel")
+    import torch
+    import torch_tpu  # noqa: F401
+    return torch
+
+
+def _sync(dev, *tensors):
+    """torch.tpu.synchronize(), then a 1-element host read of each tensor
+    given: synchronize() alone returns before the device has finished (the
+    engine awaits buffers only on reads), so the read is what waits."""
+    import torch
+    if dev == "tpu":
+        torch.tpu.synchronize()
+        for t in tensors:
+            t.detach().reshape(-1)[:1].cpu()
+
+
+class _Fallbacks:
+    """Counts aten ops that ran on the CPU through the fallback in a block."""
+
+    def __enter__(self):
+        import torch_tpu
+        self.before = torch_tpu.fallback_counts()
+        self.ops = {}
+        return self
+
+    def __exit__(self, *exc):
+        import torch_tpu
+        after = torch_tpu.fallback_counts()
+        for k, v in after.items():
+            d = v - self.before.get(k, 0)
+            if d > 0:
+                parts = k.split(".")
+                if len(parts) >= 3 and parts[-1] == parts[-2]:  # "aten::add.out.out"
+                    k = ".".join(parts[:-1])
+                self.ops[k] = d
+        return False
+
+
+_PARTIAL = {"path": None, "root": None}
+
+
+def _save_partial():
+    """The section's results so far, so that a section killed at its time
+    limit still reports the figures it finished (and the one it was in)."""
+    if _PARTIAL["path"] and _PARTIAL["root"] is not None:
+        tmp = _PARTIAL["path"] + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(_PARTIAL["root"], f, indent=1, default=str)
+        os.replace(tmp, _PARTIAL["path"])
+
+
+def _measure(fig, key, fn):
+    """fig[key] = fn() with its fallbacks; an exception becomes fig[key]["error"]."""
+    if _PARTIAL["root"] is None:
+        _PARTIAL["root"] = fig
+    fig[key] = {"error": "not finished: the section was killed at its time limit while measuring this"}
+    _save_partial()
+    try:
+        with _Fallbacks() as fb:
+            val = fn()
+        if not isinstance(val, dict):
+            val = {"value": val}
+        if fb.ops:
+            val["fallbacks"] = fb.ops
+        fig[key] = val
+    except Exception as e:  # noqa: BLE001 - recorded, the harness goes on
+        fig[key] = {"error": _fmt_err(e), "trace": traceback.format_exc().strip().splitlines()[-4:]}
+    _save_partial()
+    return fig[key]
+
+
+def _mode(name):
+    import torch
+    return torch.tpu.eager_mode(name)
+
+
+# ---- sections ---------------------------------------------------------------------
+
+def sec_op_latency():
+    torch = _torch()
+    n = 200 if QUICK else 2000
+    reps = 5 if QUICK else 15
+    fused_k = 100
+    out = {"params": {"numel": 1000, "dtype": "float32", "ops_per_run": n, "repeats": reps,
+                      "fused_ops_per_flush": fused_k}}
+
+    def chain_time(a, b, count, dev):
+        c = a
+        t0 = time.perf_counter()
+        for _ in range(count):
+            c = c + b
+        _sync(dev, c)
+        return time.perf_counter() - t0
+
+    def cpu():
+        a, b = torch.randn(1000), torch.randn(1000)
+        chain_time(a, b, 50, "cpu")
+        ts = [chain_time(a, b, n, "cpu") / n for _ in range(reps)]
+        return {"us_per_op": median(ts) * 1e6, "runs_us": [t * 1e6 for t in ts]}
+
+    def strict():
+        with _mode("strict"):
+            a, b = torch.randn(1000).to("tpu"), torch.randn(1000).to("tpu")
+            chain_time(a, b, 20, "tpu")  # compile + warm
+            ts = [chain_time(a, b, n, "tpu") / n for _ in range(reps)]
+            single = []
+            for _ in range(reps * 10):
+                t0 = time.perf_counter()
+                c = a + b
+                _sync("tpu", c)
+                single.append(time.perf_counter() - t0)
+            del c
+            return {"us_per_op": median(ts) * 1e6, "runs_us": [t * 1e6 for t in ts],
+                    "one_op_plus_sync_us": median(single) * 1e6}
+
+    def fused():
+        with _mode("fused"):
+            a, b = torch.randn(1000).to("tpu"), torch.randn(1000).to("tpu")
+            rec, flush = [], []
+            for i in range(reps + 2):
+                c = a
+                t0 = time.perf_counter()
+                for _ in range(fused_k):
+                    c = c + b
+                t1 = time.perf_counter()
+                _sync("tpu", c)
+                t2 = time.perf_counter()
+                if i >= 2:  # first flushes compile the graph
+                    rec.append((t1 - t0) / fused_k)
+                    flush.append(t2 - t1)
+            c.cpu()
+            return {"us_per_op_recorded": median(rec) * 1e6, "flush_us": median(flush) * 1e6,
+                    "us_per_op_total": (median(rec) + median(flush) / fused_k) * 1e6}
+
+    _measure(out, "cpu", cpu)
+    _measure(out, "strict", strict)
+    _measure(out, "fused", fused)
+    return out
+
+
+def _chain_ops(torch):
+    # alternate a tensor-tensor op, another, a transcendental: stays in [-1, 1]
+    cycle = [lambda x, y: x * y, lambda x, y: x + y, lambda x, y: torch.sin(x),
+             lambda x, y: x - y, lambda x, y: x * y, lambda x, y: torch.cos(x)]
+    return [cycle[i % len(cycle)] for i in range(150)]
+
+
+def sec_chain():
+    torch = _torch()
+    reps = 3 if QUICK else 7
+    ops = _chain_ops(torch)
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.rand(2000, 2000, generator=g)
+    y0 = torch.rand(2000, 2000, generator=g) * 0.5
+    out = {"params": {"shape": [2000, 2000], "dtype": "float32", "ops": len(ops), "repeats": reps,
+                      "op_cycle": "x*y, x+y, sin(x), x-y, x*y, cos(x)"}}
+    ref = {}
+
+    def run(x, y, dev):
+        t0 = time.perf_counter()
+        for f in ops:
+            x = f(x, y)
+        _sync(dev, x)
+        return time.perf_counter() - t0, x
+
+    def cpu():
+        run(x0, y0, "cpu")
+        ts = []
+        for _ in range(reps):
+            t, r = run(x0, y0, "cpu")
+            ts.append(t)
+        ref["cpu"] = r
+        return {"ms": median(ts) * 1e3, "runs_ms": [t * 1e3 for t in ts]}
+
+    def tpu(mode):
+        def f():
+            with _mode(mode):
+                x, y = x0.to("tpu"), y0.to("tpu")
+                torch.tpu.synchronize()
+                t_first, r = run(x, y, "tpu")  # compiles
+                ts = []
+                for _ in range(reps):
+                    t, r = run(x, y, "tpu")
+                    ts.append(t)
+                res = {"ms": median(ts) * 1e3, "runs_ms": [t * 1e3 for t in ts], "first_run_ms": t_first * 1e3}
+                if "cpu" in ref:
+                    res["max_abs_diff_vs_cpu"] = float((r.cpu() - ref["cpu"]).abs().max())
+                return res
+        return f
+
+    _measure(out, "cpu", cpu)
+    _measure(out, "strict", tpu("strict"))
+    _measure(out, "fused", tpu("fused"))
+    try:
+        out["fused_speedup_vs_strict"] = out["strict"]["ms"] / out["fused"]["ms"]
+    except (KeyError, TypeError, ZeroDivisionError):
+        pass
+    return out
+
+
+def _train_run(torch, dev, mode, warmup, steps, cfg="gpt"):
+    sys.path.insert(0, BENCH)
+    from models import make_gpt, n_params, train_step
+    ctx = _mode(mode) if dev == "tpu" else _null()
+    with ctx:
+        model, opt, x, y = make_gpt(cfg, dev)
+        last_param = list(model.parameters())[-1]
+        times, losses = [], []
+        t_first = None
+        c0 = torch.tpu.cache_stats()["compiles"] if dev == "tpu" else 0
+        first_compiles = None
+        for i in range(warmup + steps):
+            t0 = time.perf_counter()
+            loss = train_step(model, opt, x, y)
+            lv = float(loss.item())
+            _sync(dev, last_param)
+            dt = time.perf_counter() - t0
+            if i == 0:
+                t_first = dt
+                if dev == "tpu":
+                    first_compiles = torch.tpu.cache_stats()["compiles"] - c0
+            if i >= warmup:
+                times.append(dt)
+            losses.append(lv)
+    ms = median(times) * 1e3
+    return {"ms_per_step": ms, "steps_per_s": 1e3 / ms, "first_step_s": t_first, "first_step_compiles": first_compiles,
+            "steps_timed": steps,
+            "warmup_steps": warmup, "loss_first": losses[0], "loss_last": losses[-1], "params": n_params(model),
+            "runs_ms": [round(t * 1e3, 2) for t in times]}
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def sec_train():
+    torch = _torch()
+    sys.path.insert(0, BENCH)
+    from models import CONFIGS
+    warm = 2 if QUICK else 3
+    steps = 3 if QUICK else 15
+    out = {"params": dict(CONFIGS["gpt"], optimizer="AdamW", warmup_steps=warm, timed_steps=steps)}
+    out["params"]["cpu_threads"] = torch.get_num_threads()
+    _measure(out, "cpu", lambda: _train_run(torch, "cpu", None, warm, steps))
+
+    def one_thread():
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return _train_run(torch, "cpu", None, warm, steps)
+        finally:
+            torch.set_num_threads(n)
+
+    # on a loaded 2-core machine PyTorch's intra-op threads fight the load;
+    # one thread is the steadier CPU reference
+    _measure(out, "cpu_1thread", one_thread)
+    _measure(out, "strict", lambda: _train_run(torch, "tpu", "strict", warm, steps))
+    _measure(out, "fused", lambda: _train_run(torch, "tpu", "fused", warm, steps))
+    return out
+
+
+STARTUP_CHILD = r"""
+import os, sys, time, json
+t_start = time.time()
+import warnings
+warnings.filterwarnings("ignore")
+import torch, torch_tpu
+sys.path.insert(0, {bench!r})
+from models import make_gpt, train_step
+t_import = time.time()
+model, opt, x, y = make_gpt("gpt", "tpu")
+loss = train_step(model, opt, x, y)
+lv = loss.item()
+torch.tpu.synchronize()
+list(model.parameters())[-1].reshape(-1)[:1].cpu()  # synchronize() alone does not wait
+t_end = time.time()
+s = torch.tpu.cache_stats()
+print("STARTUP_JSON " + json.dumps(dict(t_start=t_start, t_import=t_import, t_end=t_end, loss=lv,
+      compiles=s["compiles"], disk_hits=s["disk_hits"], mem_misses=s["mem_misses"],
+      compile_seconds=s["compile_seconds"], fallbacks=torch_tpu.fallback_counts())))
+"""
+
+
+def sec_startup():
+    reps = 1 if QUICK else 3
+    mode = os.environ.get("TORCH_TPU_EAGER_MODE", "strict") or "strict"
+    out = {"params": {"model": "gpt", "repeats": reps, "eager_mode": mode,
+                      "what": "wall time from spawning `python` to the end of the first training step "
+                              "(loss.item() + synchronize)"}}
+    code = STARTUP_CHILD.format(bench=BENCH)
+
+    def child(cache_dir):
+        env = dict(os.environ, TORCH_TPU_CACHE_DIR=cache_dir, TORCH_TPU_EAGER_MODE=mode, PYTHONWARNINGS="ignore")
+        t0 = time.time()
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=LIMITS["startup"] / 2, cwd=REPO)
+        t1 = time.time()
+        line = next((ln for ln in r.stdout.splitlines() if ln.startswith("STARTUP_JSON ")), None)
+        if r.returncode != 0 or line is None:
+            tail = [ln for ln in r.stderr.strip().splitlines() if ln.strip()][-1:] or ["(no output)"]
+            raise RuntimeError(f"child exited {r.returncode}: {tail[0][:250]}")
+        d = json.loads(line[len("STARTUP_JSON "):])
+        return {"to_first_step_end_s": d["t_end"] - t0, "import_s": d["t_import"] - t0,
+                "first_step_s": d["t_end"] - d["t_import"], "process_s": t1 - t0, "compiles": d["compiles"],
+                "disk_hits": d["disk_hits"], "compile_seconds": d["compile_seconds"], "fallbacks": d["fallbacks"]}
+
+    cold, warm = [], []
+    errors = []
+    for _ in range(reps):
+        d = tempfile.mkdtemp(prefix="tpu_bench_cache_")
+        try:
+            try:
+                cold.append(child(d))
+            except Exception as e:  # noqa: BLE001
+                errors.append(("cold", _fmt_err(e)))
+                continue
+            try:
+                warm.append(child(d))
+            except Exception as e:  # noqa: BLE001
+                errors.append(("warm", _fmt_err(e)))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def agg(runs):
+        if not runs:
+            return None
+        res = {k: median([r[k] for r in runs]) for k in ("to_first_step_end_s", "import_s", "first_step_s",
+                                                        "compiles", "disk_hits", "compile_seconds")}
+        res["runs_s"] = [round(r["to_first_step_end_s"], 3) for r in runs]
+        fb = runs[-1].get("fallbacks")
+        if fb:
+            res["fallbacks"] = fb
+        return res
+
+    for name, runs in (("cold", cold), ("warm", warm)):
+        a = agg(runs)
+        if a is None:
+            why = [e for k, e in errors if k == name]
+            out[name] = {"error": why[0] if why else "not run (the cold run failed)"}
+        else:
+            out[name] = a
+    if errors:
+        out["errors"] = errors
+    return out
+
+
+def sec_memory():
+    torch = _torch()
+    sys.path.insert(0, BENCH)
+    from models import CONFIGS, make_gpt, train_step
+    marks = (30, 60) if QUICK else (100, 300)
+    out = {"params": dict(CONFIGS["gpt-small"], steps=list(marks))}
+
+    def rss_mb():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    def peak_mb():
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    def loop(mode):
+        def f():
+            with _mode(mode):
+                model, opt, x, y = make_gpt("gpt-small", "tpu")
+                snap = {}
+                t0 = time.perf_counter()
+                for i in range(1, marks[-1] + 1):
+                    loss = train_step(model, opt, x, y)
+                    if i % 10 == 0:
+                        loss.item()
+                    if i in marks:
+                        _sync("tpu", loss, *model.parameters())
+                        st = torch.tpu.cache_stats()
+                        snap[i] = {"rss_mb": rss_mb(), "peak_rss_mb": peak_mb(),
+                                   "live_buffers": st["live_buffers"],
+                                   # the scalar cache (bounded, direct-mapped) fills up over
+                                   # the first hundreds of steps; the rest are tensors
+                                   "scalar_cache_entries": st.get("scalar_cache_entries", 0),
+                                   "live_buffers_excl_scalar_cache":
+                                       st["live_buffers"] - st.get("scalar_cache_entries", 0),
+                                   "live_storages": st.get("live_storages")}
+                dt = time.perf_counter() - t0
+                a, b = snap[marks[0]], snap[marks[1]]
+
+                def growth(k):
+                    return 100.0 * (b[k] - a[k]) / a[k] if a[k] else None
+
+                return {f"step{marks[0]}": a, f"step{marks[1]}": b,
+                        "rss_growth_pct": growth("rss_mb"), "peak_rss_growth_pct": growth("peak_rss_mb"),
+                        "live_buffers_growth_pct": growth("live_buffers"),
+                        "live_buffers_excl_scalar_cache_growth_pct": growth("live_buffers_excl_scalar_cache"),
+                        "loop_s": dt, "loss_last": float(loss.item())}
+        return f
+
+    _measure(out, "strict", loop("strict"))
+    _measure(out, "fused", loop("fused"))
+    return out
+
+
+def sec_pjrt():
+    exe = os.path.join(REPO, "build", "bench_pjrt")
+    src = os.path.join(REPO, "bench", "c", "bench_pjrt.c")
+    dst = os.path.join(BENCH, "pjrt_results.json")
+    out = {"binary": os.path.relpath(exe, REPO)}
+    if not os.path.exists(exe) and os.path.exists(src):
+        r = subprocess.run(["make", "-s", "build/bench_pjrt"], cwd=REPO, capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            out["error"] = "make build/bench_pjrt failed: " + (r.stderr.strip().splitlines() or ["?"])[-1][:250]
+            return out
+    if not os.path.exists(exe):
+        out["error"] = "build/bench_pjrt not present (bench/c/bench_pjrt.c not written yet)"
+        return out
+    import sysconfig
+    env = dict(os.environ, TORCH_TPU_SITE_DIRS=sysconfig.get_paths()["purelib"])
+    tmp = dst + ".tmp"
+    t0 = time.time()
+    r = subprocess.run([exe, tmp], cwd=REPO, env=env, capture_output=True, text=True, timeout=LIMITS["pjrt"] - 10)
+    out["seconds"] = round(time.time() - t0, 1)
+    if r.returncode != 0 or not os.path.exists(tmp):
+        out["error"] = f"bench_pjrt exited {r.returncode}: " + (
+            [ln for ln in (r.stderr + r.stdout).strip().splitlines() if ln.strip()] or ["?"])[-1][:250]
+        return out
+    os.replace(tmp, dst)
+    with open(dst) as f:
+        out["results"] = json.load(f)
+    return out
+
+
+FUNCS = {"op_latency": sec_op_latency, "chain": sec_chain, "train": sec_train, "startup": sec_startup,
+         "memory": sec_memory, "pjrt": sec_pjrt}
+
+
+# ---- the parent: one subprocess per section, the report ----------------------------
+
+def run_section(name):
+    limit = LIMITS[name] // (2 if QUICK else 1)
+    fd, path = tempfile.mkstemp(prefix=f"bench_{name}_", suffix=".json")
+    os.close(fd)
+    t0 = time.time()
+    try:
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--section", name, "--section-out", path],
+                           cwd=REPO, capture_output=True, text=True, timeout=limit)
+        try:
+            with open(path) as f:
+                res = json.load(f)
+        except (OSError, ValueError):
+            tail = [ln for ln in (r.stderr or "").strip().splitlines() if ln.strip()][-1:] or ["(no output)"]
+            res = {"error": f"section process exited {r.returncode}: {tail[0][:300]}"}
+    except subprocess.TimeoutExpired:
+        try:
+            with open(path) as f:
+                res = json.load(f)
+        except (OSError, ValueError):
+            res = {}
+        res["error"] = f"section ran over its {limit}s limit (killed); figures finished before are kept"
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    res["section_seconds"] = round(time.time() - t0, 1)
+    return res
+
+
+def _get(d, *path):
+    for p in path:
+        if not isinstance(d, dict) or p not in d:
+            return None
+        d = d[p]
+    return d
+
+
+def _cell(fig, key, fmt, scale=1.0):
+    if fig is None:
+        return "n/a"
+    if "error" in fig:
+        return "error"
+    v = fig.get(key)
+    if v is None:
+        return "n/a"
+    s = fmt.format(v * scale)
+    if fig.get("fallbacks"):
+        s += " (fb)"
+    return s
+
+
+def _load(v):
+    return f"{v[0]:.1f}" if v else "?"
+
+
+def markdown(results):
+    R = results["sections"]
+    rows = []
+    notes = []
+
+    def err_note(label, fig):
+        if isinstance(fig, dict) and "error" in fig:
+            notes.append(f"- {label}: could not be measured: {fig['error']}")
+        if isinstance(fig, dict) and fig.get("fallbacks"):
+            fb = ", ".join(f"{k} x{v}" for k, v in list(fig["fallbacks"].items())[:8])
+            notes.append(f"- {label}: ran with CPU fallback for {fb}")
+
+    op = R.get("op_latency", {})
+    if op.get("error"):
+        notes.append(f"- op_latency: {op['error']}")
+    rows.append(["`c = c + b`, 1k f32, per op (us)", _cell(op.get("cpu"), "us_per_op", "{:.2f}"),
+                 _cell(op.get("strict"), "us_per_op", "{:.1f}"),
+                 _cell(op.get("fused"), "us_per_op_recorded", "{:.1f}") + " rec",
+                 "strict: N ops + 1 sync; fused: record only"])
+    rows.append(["one op + sync (us)", "", _cell(op.get("strict"), "one_op_plus_sync_us", "{:.1f}"), "", ""])
+    rows.append([f"fused flush of {_get(op, 'params', 'fused_ops_per_flush') or 100} recorded ops (us)", "", "",
+                 _cell(op.get("fused"), "flush_us", "{:.0f}"),
+                 "fused total per op: " + _cell(op.get("fused"), "us_per_op_total", "{:.1f}") + " us"])
+    for k in ("cpu", "strict", "fused"):
+        err_note(f"op_latency/{k}", op.get(k))
+
+    ch = R.get("chain", {})
+    if ch.get("error"):
+        notes.append(f"- chain: {ch['error']}")
+    sp = ch.get("fused_speedup_vs_strict")
+    rows.append(["150-op elementwise chain, 2000x2000 f32 (ms)", _cell(ch.get("cpu"), "ms", "{:.1f}"),
+                 _cell(ch.get("strict"), "ms", "{:.1f}"), _cell(ch.get("fused"), "ms", "{:.1f}"),
+                 f"fused {sp:.1f}x vs strict" if sp else ""])
+    for k in ("cpu", "strict", "fused"):
+        err_note(f"chain/{k}", ch.get(k))
+
+    tr = R.get("train", {})
+    if tr.get("error"):
+        notes.append(f"- train: {tr['error']}")
+    rows.append(["GPT train step, 4L d256 s128 b8, AdamW (ms/step)", _cell(tr.get("cpu"), "ms_per_step", "{:.0f}"),
+                 _cell(tr.get("strict"), "ms_per_step", "{:.0f}"), _cell(tr.get("fused"), "ms_per_step", "{:.0f}"),
+                 "median of timed steps, warm-up excluded"])
+    rows.append(["  PyTorch CPU with 1 intra-op thread (ms/step)", _cell(tr.get("cpu_1thread"), "ms_per_step", "{:.0f}"),
+                 "", "", f"default threads: {_get(tr, 'params', 'cpu_threads')}"])
+    rows.append(["  steps/s", _cell(tr.get("cpu"), "steps_per_s", "{:.2f}"),
+                 _cell(tr.get("strict"), "steps_per_s", "{:.2f}"), _cell(tr.get("fused"), "steps_per_s", "{:.2f}"),
+                 ""])
+    rows.append(["  first step incl. compile (s)", _cell(tr.get("cpu"), "first_step_s", "{:.2f}"),
+                 _cell(tr.get("strict"), "first_step_s", "{:.2f}"), _cell(tr.get("fused"), "first_step_s", "{:.2f}"),
+                 ""])
+    for k in ("cpu", "cpu_1thread", "strict", "fused"):
+        err_note(f"train/{k}", tr.get(k))
+
+    st = R.get("startup", {})
+    if st.get("error"):
+        notes.append(f"- startup: {st['error']}")
+    mode = _get(st, "params", "eager_mode") or "strict"
+    rows.append([f"start-up to end of 1st train step, cold disk cache (s)", "", *(
+        [_cell(st.get("cold"), "to_first_step_end_s", "{:.2f}"), ""] if mode != "fused" else
+        ["", _cell(st.get("cold"), "to_first_step_end_s", "{:.2f}")]),
+        f"compiles: {_cell(st.get('cold'), 'compiles', '{:.0f}')}"])
+    rows.append([f"start-up, warm disk cache (s)", "", *(
+        [_cell(st.get("warm"), "to_first_step_end_s", "{:.2f}"), ""] if mode != "fused" else
+        ["", _cell(st.get("warm"), "to_first_step_end_s", "{:.2f}")]),
+        f"disk hits: {_cell(st.get('warm'), 'disk_hits', '{:.0f}')}, compiles: "
+        f"{_cell(st.get('warm'), 'compiles', '{:.0f}')}"])
+    for k in ("cold", "warm"):
+        err_note(f"startup/{k}", st.get(k))
+
+    me = R.get("memory", {})
+    if me.get("error"):
+        notes.append(f"- memory: {me['error']}")
+    marks = _get(me, "params", "steps") or [100, 300]
+    for label, key, fmt in (("peak RSS (MB)", "peak_rss_mb", "{:.0f}"), ("live_buffers", "live_buffers", "{:.0f}"),
+                            ("live_buffers less scalar cache", "live_buffers_excl_scalar_cache", "{:.0f}")):
+        vals = []
+        for m in ("strict", "fused"):
+            fig = me.get(m)
+            if not isinstance(fig, dict) or "error" in fig:
+                vals.append("error" if isinstance(fig, dict) else "n/a")
+                continue
+            a, b = fig.get(f"step{marks[0]}", {}), fig.get(f"step{marks[1]}", {})
+            g = fig.get({"peak_rss_mb": "peak_rss_growth_pct", "live_buffers": "live_buffers_growth_pct"}.get(
+                key, "live_buffers_excl_scalar_cache_growth_pct"))
+            gs = f"{g:+.1f}%" if g is not None else "n/a"
+            vals.append(f"{fmt.format(a.get(key, float('nan')))} -> {fmt.format(b.get(key, float('nan')))} ({gs})")
+        rows.append([f"memory: {label}, step {marks[0]} -> {marks[1]}", "", vals[0], vals[1], "small GPT loop"])
+    for k in ("strict", "fused"):
+        err_note(f"memory/{k}", me.get(k))
+
+    pj = R.get("pjrt", {})
+    if "error" in pj:
+        notes.append(f"- pjrt: {pj['error']}")
+    pres = pj.get("results") or {}
+    if pres:
+        def pv(k, sub="median"):
+            v = pres.get(k)
+            return v.get(sub) if isinstance(v, dict) else v
+        cells = []
+        for k, label, unit in (("compile_one_op_ms", "compile one op", "ms"),
+                               ("execute_one_op_1k_f32_us", "execute one op 1k f32", "us"),
+                               ("h2d_64MiB_GBps", "h2d 64MiB", "GB/s"), ("d2h_64MiB_GBps", "d2h 64MiB", "GB/s")):
+            v = pv(k)
+            if v is not None:
+                cells.append(f"{label} {v:.3g} {unit}")
+        rows.append(["C engine (build/bench_pjrt), medians", "", "; ".join(cells), "", ""])
+
+    head = ["figure", "PyTorch CPU", "tpu strict", "tpu fused", "notes"]
+    lines = [f"# torch_tpu benchmarks ({'quick' if results['meta']['quick'] else 'full'} mode)", "",
+             f"{results['meta']['date']}, torch {results['meta'].get('torch')}, "
+             f"{results['meta']['cpus']} CPUs, PJRT plugin: {results['meta'].get('platform', '?')}, "
+             f"git {str(results['meta'].get('git_commit'))[:10]}, load average at start/end "
+             f"{_load(results['meta'].get('loadavg_start'))} / {_load(results['meta'].get('loadavg_end'))}", "",
+             "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(r) + " |")
+    lines.append("")
+    lines.append("(fb) = some aten op ran on the CPU through the fallback during that figure.")
+    if notes:
+        lines += ["", "Notes:", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default=None, help="comma-separated sections: " + ",".join(SECTIONS))
+    ap.add_argument("--section", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--section-out", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--out", default=os.path.join(BENCH, "results.json"))
+    a = ap.parse_args()
+
+    if a.section:  # child
+        _PARTIAL["path"] = a.section_out
+        try:
+            res = FUNCS[a.section]()
+        except Exception as e:  # noqa: BLE001
+            res = {"error": _fmt_err(e), "trace": traceback.format_exc().strip().splitlines()[-4:]}
+        with open(a.section_out, "w") as f:
+            json.dump(res, f, indent=1, default=str)
+        return 0
+
+    names = SECTIONS if not a.only else [s.strip() for s in a.only.split(",") if s.strip()]
+    for n in names:
+        if n not in FUNCS:
+            ap.error(f"unknown section {n!r}; sections: {', '.join(SECTIONS)}")
+    meta = {"quick": QUICK, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count(),
+            "machine": platform.machine(), "python": platform.python_version(),
+            "eager_mode_env": os.environ.get("TORCH_TPU_EAGER_MODE", ""),
+            "loadavg_start": os.getloadavg()}
+    try:
+        meta["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
+                                            text=True, timeout=10).stdout.strip()
+        r = subprocess.run([sys.executable, "-c", "import warnings; warnings.simplefilter('ignore'); import torch, "
+                            "torch_tpu; print(torch.__version__); print(torch.tpu.get_device_name())"],
+                           capture_output=True, text=True, timeout=120, cwd=REPO)
+        v = r.stdout.strip().splitlines()
+        meta["torch"], meta["platform"] = (v + ["?", "?"])[:2]
+    except Exception as e:  # noqa: BLE001
+        meta["torch"] = f"? ({_fmt_err(e)})"
+    results = {"meta": meta, "sections": {}}
+    t0 = time.time()
+    for n in names:
+        print(f"== {n} ...", flush=True)
+        res = run_section(n)
+        results["sections"][n] = res
+        status = res.get("error", "ok")
+        print(f"   {n}: {status} ({res['section_seconds']}s)", flush=True)
+    meta["total_seconds"] = round(time.time() - t0, 1)
+    meta["loadavg_end"] = os.getloadavg()
+    out_md = os.path.splitext(a.out)[0] + ".md"
+    if a.only and os.path.exists(a.out):
+        # keep the other sections of a previous full run
+        try:
+            with open(a.out) as f:
+                prev = json.load(f)
+            for k, v in prev.get("sections", {}).items():
+                results["sections"].setdefault(k, v)
+        except (OSError, ValueError):
+            pass
+    with open(a.out, "w") as f:
+        json.dump(results, f, indent=1, default=str)
+        f.write("\n")
+    md = markdown(results)
+    with open(out_md, "w") as f:
+        f.write(md)
+    print()
+    print(md)
+    print(f"results: {os.path.relpath(a.out, REPO)}, {os.path.relpath(out_md, REPO)} "
+          f"({meta['total_seconds']:.0f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
