@@ -20,7 +20,13 @@ def _register():
     _setup_privateuseone_for_python_backend(
         rename=_BACKEND, backend_module=_module, hook=_device._Hooks(), device_guard=_device._Guard()
     )
-    _engine.ensure_initialized()
+    try:
+        _engine.ensure_initialized()
+    except RuntimeError as e:
+        # `import torch` must keep working without a plugin: the device is
+        # registered, is_available() is False and every use says why.
+        import warnings
+        warnings.warn(str(e), RuntimeWarning, stacklevel=2)
     _device._hand_over_factories()
     _device._patch_storage_methods()
     _device._patch_pinning()

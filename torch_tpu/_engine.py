@@ -52,6 +52,32 @@ def _int_env(name, default):
     return int(v) if v else default
 
 
+class _quiet_stderr:
+    """The XLA plugin logs informational lines to fd 2 while it starts; they
+    are hidden unless TORCH_TPU_LOG=info (or debug).  Errors still come back
+    as exceptions."""
+
+    def __enter__(self):
+        self.saved = None
+        if os.environ.get("TORCH_TPU_LOG", "").lower() in ("info", "debug", "verbose"):
+            return self
+        try:
+            sys.stderr.flush()
+            self.saved = os.dup(2)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)
+            os.close(devnull)
+        except OSError:
+            self.saved = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            os.dup2(self.saved, 2)
+            os.close(self.saved)
+        return False
+
+
 def ensure_initialized():
     """Starts the engine on first use; raises RuntimeError naming what to set
     or install when no plugin can be loaded."""
@@ -62,17 +88,18 @@ def ensure_initialized():
         raise RuntimeError(_init_error)
     try:
         plugin = _C.find_plugin(_site_dirs())
-        _C.init(
-            plugin,
-            num_devices=_int_env("TORCH_TPU_NUM_DEVICES", 1),
-            mode=mode_from_env(),
-            cache_dir=cache_dir_from_env(),
-            fused_max_nodes=_int_env("TORCH_TPU_FUSED_MAX_NODES", 0),
-            mem_max_entries=_int_env("TORCH_TPU_CACHE_MAX_ENTRIES", 0),
-            mem_max_bytes=_int_env("TORCH_TPU_CACHE_MAX_BYTES", 0),
-            disk_max_entries=_int_env("TORCH_TPU_DISK_CACHE_MAX_ENTRIES", 0),
-            disk_max_bytes=_int_env("TORCH_TPU_DISK_CACHE_MAX_BYTES", 0),
-        )
+        with _quiet_stderr():
+            _C.init(
+                plugin,
+                num_devices=_int_env("TORCH_TPU_NUM_DEVICES", 1),
+                mode=mode_from_env(),
+                cache_dir=cache_dir_from_env(),
+                fused_max_nodes=_int_env("TORCH_TPU_FUSED_MAX_NODES", 0),
+                mem_max_entries=_int_env("TORCH_TPU_CACHE_MAX_ENTRIES", 0),
+                mem_max_bytes=_int_env("TORCH_TPU_CACHE_MAX_BYTES", 0),
+                disk_max_entries=_int_env("TORCH_TPU_DISK_CACHE_MAX_ENTRIES", 0),
+                disk_max_bytes=_int_env("TORCH_TPU_DISK_CACHE_MAX_BYTES", 0),
+            )
     except Exception as e:  # keep the reason for every later call
         _init_error = (
             f"torch_tpu could not start its PJRT engine: {e}\n"

@@ -99,6 +99,11 @@ static struct {
   int64_t scalar_hits, scalar_misses;
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+#define TPU_NOT_STARTED_MSG                                                                        \
+  "torch_tpu: no PJRT plugin is loaded, so the tpu device cannot run anything. Set "             \
+  "TORCH_TPU_PJRT_PLUGIN=/path/to/a/pjrt_plugin.so or install the CPU plugin with "              \
+  "`pip install xla-cpu-pjrt==0.0.1` (torch.tpu.init() shows why loading failed)"
+
 #define LOCK() pthread_mutex_lock(&R.lock)
 #define UNLOCK() pthread_mutex_unlock(&R.lock)
 
@@ -836,7 +841,7 @@ tpu_status_t tpu_rt_op(const tpu_op_rule_t *rule, const tpu_rt_input_t *inputs, 
   LOCK();
   if (!R.initialized) {
     UNLOCK();
-    return tpu_status_make(TPU_FAILED_PRECONDITION, "torch_tpu runtime is not initialized");
+    return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_NOT_STARTED_MSG);
   }
   tpu_status_t st = NULL;
   int device = inputs_device(inputs, nin, &st);
@@ -974,7 +979,7 @@ tpu_status_t tpu_rt_storage_from_host(int device, tpu_dtype_t dtype, const int64
   LOCK();
   if (!R.initialized) {
     UNLOCK();
-    return tpu_status_make(TPU_FAILED_PRECONDITION, "torch_tpu runtime is not initialized");
+    return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_NOT_STARTED_MSG);
   }
   if (device < 0 || device >= tpu_pjrt_client_device_count(R.client)) {
     int n = tpu_pjrt_client_device_count(R.client);
