@@ -868,14 +868,37 @@ static void rule_digamma(tpu_op_ctx_t *c) {
   finish(c, digamma_(c, v[0]), dt);
 }
 
-/* polygamma: x; ints [dtype, n >= 0]. */
+/* polygamma: x; ints [dtype, n >= 0(, compute dtype)].  The adapter asks
+ * for f64 compute where the platform has it (the shifted sum below cancels
+ * for x < 0). */
 static void rule_polygamma(tpu_op_ctx_t *c) {
   tpu_dtype_t dt = res_dtype(c, 0);
   int64_t n = tpu_op_int(c, 1);
   V v[1];
   if (!float_check(c, dt) || !load(c, 1, dt, v)) return;
   if (n == 0) { finish(c, digamma_(c, v[0]), dt); return; }
-  finish(c, tpu_hlo_binary(c->f, "chlo.polygamma", K(c, v[0], (double)n), v[0]), dt);
+  if (tpu_op_nints(c) > 2) {
+    tpu_dtype_t ct = res_dtype(c, 2);
+    if (!float_check(c, ct)) return;
+    v[0] = tpu_hlo_cast(c->f, v[0], ct);
+  }
+  /* chlo.polygamma loses accuracy for x < 0: shift x up by the recurrence
+   * psi_n(x) = psi_n(x + 1) - (-1)^n n! / x^(n+1) (up to 16 steps; a
+   * pole x = -k gives +-inf through 1/0 as PyTorch). */
+  V y = v[0], sum = K(c, v[0], 0.0);
+  for (int j = 0; j < 16; j++) {
+    V m = CMPK(c, "LT", y, 0.5);
+    V p = y;
+    for (int64_t e = 1; e <= n && e < 64; e++) p = MUL(c, p, y);
+    if (n >= 64) p = tpu_hlo_binary(c->f, "power", y, K(c, y, (double)(n + 1)));
+    sum = SEL(c, m, ADD(c, sum, DIV(c, K(c, y, 1.0), p)), sum);
+    y = SEL(c, m, ADD(c, y, K(c, y, 1.0)), y);
+  }
+  double fact = 1.0;
+  for (int64_t e = 2; e <= n; e++) fact *= (double)e;
+  V r = tpu_hlo_binary(c->f, "chlo.polygamma", K(c, y, (double)n), y);
+  r = SUB(c, r, MUL(c, K(c, sum, (n % 2 ? -fact : fact)), sum));
+  finish(c, r, dt);
 }
 
 /* ---- reductions / factories ---------------------------------------------------------------- */

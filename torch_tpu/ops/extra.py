@@ -53,6 +53,10 @@ def _arg(x, dt):
     return scalar(float(x) if dt.is_floating_point else x, dt)
 
 
+def _empty(shape, like):
+    return torch.empty(list(shape), dtype=like.dtype, device=like.device)
+
+
 def _nonempty(*ts):
     for t in ts:
         if t.numel() == 0:
@@ -134,14 +138,14 @@ for _n in (1, 2, 3):
 def _pad_check(x, padding, nsp, replicate):
     _ok(x.dtype)
     padding = [int(p) for p in padding]
-    if len(padding) != 2 * nsp or x.dim() not in (nsp + 1, nsp + 2) or x.numel() == 0:
+    if len(padding) != 2 * nsp or x.dim() not in (nsp + 1, nsp + 2) or min(x.shape[1:], default=1) == 0:
         raise Unsupported()
     for i in range(nsp):
         size = x.shape[x.dim() - 1 - i]
         lo, hi = padding[2 * i], padding[2 * i + 1]
         if size + lo + hi <= 0:
             raise Unsupported()
-        if not replicate and (lo >= size or hi >= size or lo < 0 or hi < 0):
+        if not replicate and (lo >= size or hi >= size):
             raise Unsupported()  # the CPU kernel raises PyTorch's message
     return padding
 
@@ -151,12 +155,20 @@ def _reg_pad(kind, nsp):
     base = f"{kind}_pad{nsp}d"
 
     def fwd(self, padding):
-        return run("pad_mode", [self], [rep, nsp, *_pad_check(self, padding, nsp, rep)])[0]
+        padding = _pad_check(self, padding, nsp, rep)
+        if self.numel() == 0:
+            shape = list(self.shape)
+            for i in range(nsp):
+                shape[-1 - i] += padding[2 * i] + padding[2 * i + 1]
+            return _empty(shape, self)
+        return run("pad_mode", [self], [rep, nsp, *padding])[0]
 
     def bwd(grad_output, self, padding):
         padding = _pad_check(self, padding, nsp, rep)
         if grad_output.dim() != self.dim():
             raise Unsupported()
+        if self.numel() == 0:
+            return _empty(self.shape, self)
         return run("pad_mode_backward", [grad_output], [rep, nsp, *padding, *self.shape[self.dim() - nsp:]])[0]
 
     register(f"aten::{base}", out=f"aten::{base}.out")(fwd)
@@ -188,12 +200,17 @@ def _win(kernel_size, dilation, padding, stride):
 def im2col(self, kernel_size, dilation, padding, stride):
     _ok(self.dtype)
     w = _win(kernel_size, dilation, padding, stride)
-    if self.dim() not in (3, 4) or self.numel() == 0 or min(w[0:2] + w[2:4] + w[6:8]) < 1 or min(w[4:6]) < 0:
+    if self.dim() not in (3, 4) or min(self.shape[-3:]) == 0 or min(w[0:2] + w[2:4] + w[6:8]) < 1 or min(w[4:6]) < 0:
         raise Unsupported()
     x = self if self.dim() == 4 else self.unsqueeze(0)
+    L = 1
     for i in range(2):
-        if (x.shape[2 + i] + 2 * w[4 + i] - (w[2 + i] * (w[i] - 1) + 1)) // w[6 + i] + 1 < 1:
+        n = (x.shape[2 + i] + 2 * w[4 + i] - (w[2 + i] * (w[i] - 1) + 1)) // w[6 + i] + 1
+        if n < 1:
             raise Unsupported()
+        L *= n
+    if x.shape[0] == 0:
+        return _empty([0, x.shape[1] * w[0] * w[1], L], self)
     r = run("im2col", [x], w)[0]
     return r if self.dim() == 4 else r.squeeze(0)
 
@@ -203,7 +220,7 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride):
     _ok(self.dtype)
     w = _win(kernel_size, dilation, padding, stride)
     out = _pair(output_size)
-    if self.dim() not in (2, 3) or self.numel() == 0 or min(w[0:2] + w[2:4] + w[6:8]) < 1 or min(w[4:6]) < 0:
+    if self.dim() not in (2, 3) or min(self.shape[-2:]) == 0 or min(w[0:2] + w[2:4] + w[6:8]) < 1 or min(w[4:6]) < 0:
         raise Unsupported()
     x = self if self.dim() == 3 else self.unsqueeze(0)
     L = 1
@@ -214,6 +231,8 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride):
         L *= n
     if x.shape[1] % (w[0] * w[1]) or x.shape[2] != L:
         raise Unsupported()
+    if x.shape[0] == 0:
+        return _empty([0, x.shape[1] // (w[0] * w[1]), *out], self)
     r = run("col2im", [x], [*out, *w])[0]
     return r if self.dim() == 3 else r.squeeze(0)
 
@@ -222,6 +241,8 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride):
 def unfold_backward(grad_in, input_sizes, dim, size, step):
     _ok(grad_in.dtype)
     sizes = [int(s) for s in input_sizes]
+    if not sizes and grad_in.numel() == 1:
+        return grad_in.reshape(()).clone()
     if not sizes or grad_in.numel() == 0 or grad_in.dim() != len(sizes) + 1:
         raise Unsupported()
     dim = dim % len(sizes)
@@ -416,7 +437,8 @@ def polygamma(n, self):
     dt = _float(_ok(self.dtype))
     if int(n) < 0:
         raise Unsupported()
-    return run("polygamma", [self], [dtype_code(dt), int(n)])[0]
+    ct = dt if _C.platform() == "tpu" else torch.float64
+    return run("polygamma", [self], [dtype_code(dt), int(n), dtype_code(ct)])[0]
 
 
 @register("aten::polygamma_")
