@@ -1,5 +1,5 @@
 /* extra.c - lowering rules beyond the core families (see ops.h): upsampling
- * (nearest, nearest-exact, linear), reflection / replication padding,
+ * (nearest, nearest-exact, linear, bicubic), reflection / replication padding,
  * im2col / col2im, unfold_backward, max_unpool2d, scans (cummax / cummin,
  * logcumsumexp), special functions (log_sigmoid, logaddexp, logit, xlogy,
  * lgamma, digamma, polygamma) and small activations (hard/soft shrink,
@@ -315,6 +315,105 @@ static void rule_upsample_linear_backward(tpu_op_ctx_t *c) {
     z = put_add(c, z, MUL(c, weights(c, w, n, ct, &gt, ax), g), ax, i0, n);
     g = put_add(c, z, MUL(c, weights(c, w + n, n, ct, &gt, ax), g), ax, i0 + n, n);
     free(i0);
+    free(w);
+  }
+  finish(c, g, dt);
+}
+
+/* Bicubic tables of one axis (compute_indices_weights_cubic): 4 taps at
+ * clamp(floor(real) - 1 + j), Keys' cubic convolution with A = -0.75. */
+static double cc1(double x, double A) { return ((A + 2) * x - (A + 3)) * x * x + 1; }
+static double cc2(double x, double A) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; }
+static float cc1f(float x, float A) { return ((A + 2) * x - (A + 3)) * x * x + 1; }
+static float cc2f(float x, float A) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; }
+
+static void cubic_tables(int64_t in, int64_t out, int align, double scale, int f64, int64_t *idx, double *w) {
+  for (int64_t o = 0; o < out; o++) {
+    int64_t i0;
+    double c[4];
+    if (f64) {
+      double s = align ? (out > 1 ? (double)(in - 1) / (double)(out - 1) : 0.0)
+                       : (scale > 0. ? 1.0 / scale : (double)in / (double)out);
+      double r = align ? s * (double)o : s * ((double)o + 0.5) - 0.5;
+      i0 = (int64_t)floor(r);
+      double t = r - (double)i0;
+      c[0] = cc2(t + 1.0, -0.75), c[1] = cc1(t, -0.75), c[2] = cc1(1.0 - t, -0.75), c[3] = cc2((1.0 - t) + 1.0, -0.75);
+    } else {
+      float s = align ? (out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f)
+                      : (scale > 0. ? (float)(1.0 / scale) : (float)in / (float)out);
+      float r = align ? s * (float)o : s * ((float)o + 0.5f) - 0.5f;
+      i0 = (int64_t)floorf(r);
+      float t = r - (float)i0;
+      c[0] = cc2f(t + 1.0f, -0.75f), c[1] = cc1f(t, -0.75f), c[2] = cc1f(1.0f - t, -0.75f);
+      c[3] = cc2f((1.0f - t) + 1.0f, -0.75f);
+    }
+    for (int j = 0; j < 4; j++) {
+      int64_t k = i0 - 1 + j;
+      idx[j * out + o] = k < 0 ? 0 : (k > in - 1 ? in - 1 : k);
+      w[j * out + o] = c[j];
+    }
+  }
+}
+
+/* upsample_cubic: x [N, C, H, W] (bicubic2d); ints [align_corners, 2,
+ * out_h, out_w]; floats [scales_h, scales_w]. */
+static void rule_upsample_cubic(tpu_op_ctx_t *c) {
+  int nsp;
+  int64_t out[3];
+  double sc[3];
+  if (!up_attrs(c, &nsp, out, sc)) return;
+  int align = (int)tpu_op_int(c, 0);
+  tpu_dtype_t dt = dt_of(c, c->in[0]);
+  if (!float_check(c, dt)) return;
+  tpu_dtype_t ct = acc(dt);
+  V x = tpu_hlo_cast(c->f, c->in[0], ct);
+  for (int i = 0; i < nsp; i++) {
+    int ax = 2 + i;
+    int64_t in = ty(c, x).dims[ax], n = out[i];
+    int64_t *idx = idx_alloc(c, 4 * n);
+    double *w = malloc(sizeof(double) * (size_t)(4 * n + 1));
+    if (!idx || !w) { free(idx); free(w); tpu_op_fail(c, TPU_RESOURCE_EXHAUSTED, "%s: out of memory", c->name); return; }
+    cubic_tables(in, n, align, sc[i], ct == TPU_F64, idx, w);
+    V r = TPU_HLO_NONE;
+    for (int j = 0; j < 4; j++) {
+      V a = take(c, x, ax, idx + j * n, n);
+      tpu_hlo_type_t t = ty(c, a);
+      V term = MUL(c, weights(c, w + j * n, n, ct, &t, ax), a);
+      r = j ? ADD(c, r, term) : term;
+    }
+    x = r;
+    free(idx);
+    free(w);
+  }
+  finish(c, x, dt);
+}
+
+/* upsample_cubic_backward: grad [N, C, out...]; ints [align_corners, 2,
+ * in_h, in_w]; floats [scales]. */
+static void rule_upsample_cubic_backward(tpu_op_ctx_t *c) {
+  int nsp;
+  int64_t in[3];
+  double sc[3];
+  if (!up_attrs(c, &nsp, in, sc)) return;
+  int align = (int)tpu_op_int(c, 0);
+  tpu_dtype_t dt = dt_of(c, c->in[0]);
+  if (!float_check(c, dt)) return;
+  tpu_dtype_t ct = acc(dt);
+  V g = tpu_hlo_cast(c->f, c->in[0], ct);
+  for (int i = 0; i < nsp; i++) {
+    int ax = 2 + i;
+    tpu_hlo_type_t gt = ty(c, g);
+    int64_t n = gt.dims[ax];
+    int64_t *idx = idx_alloc(c, 4 * n);
+    double *w = malloc(sizeof(double) * (size_t)(4 * n + 1));
+    if (!idx || !w) { free(idx); free(w); tpu_op_fail(c, TPU_RESOURCE_EXHAUSTED, "%s: out of memory", c->name); return; }
+    cubic_tables(in[i], n, align, sc[i], ct == TPU_F64, idx, w);
+    tpu_hlo_type_t zt = gt;
+    zt.dims[ax] = in[i];
+    V z = tpu_hlo_constant(c->f, zt, 0.0);
+    for (int j = 0; j < 4; j++) z = put_add(c, z, MUL(c, weights(c, w + j * n, n, ct, &gt, ax), g), ax, idx + j * n, n);
+    g = z;
+    free(idx);
     free(w);
   }
   finish(c, g, dt);
@@ -989,6 +1088,8 @@ const tpu_op_rule_t tpu_rules_extra[] = {
     {"upsample_nearest_backward", rule_upsample_nearest_backward, 1, 1},
     {"upsample_linear", rule_upsample_linear, 1, 1},
     {"upsample_linear_backward", rule_upsample_linear_backward, 1, 1},
+    {"upsample_cubic", rule_upsample_cubic, 1, 1},
+    {"upsample_cubic_backward", rule_upsample_cubic_backward, 1, 1},
     {"pad_mode", rule_pad_mode, 1, 1},
     {"pad_mode_backward", rule_pad_mode_backward, 1, 1},
     {"im2col", rule_im2col, 1, 1},

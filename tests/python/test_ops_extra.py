@@ -306,3 +306,11 @@ def test_polygamma_negative_inputs():
     x = torch.tensor([-8.4784, -3.7, -0.5, -0.2, 0.3, 7.5, -1.5, 30.0, -15.2])
     for n in (1, 2, 3, 4):
         _compare(lambda x: torch.polygamma(n, x), x, grad=False, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("kw", [dict(size=(9, 4)), dict(scale_factor=2.3), dict(size=(1, 2))])
+def test_upsample_bicubic2d(align, kw):
+    _compare(lambda x: F.interpolate(x, mode="bicubic", align_corners=align, **kw), torch.randn(2, 3, 5, 7))
+    _compare(lambda x: F.interpolate(x, mode="bicubic", align_corners=align, **kw),
+             torch.randn(1, 2, 4, 6, dtype=torch.float64))

@@ -132,6 +132,21 @@ for _n in (1, 2, 3):
     _reg_linear(_n)
 
 
+@register("aten::upsample_bicubic2d", out="aten::upsample_bicubic2d.out")
+def upsample_bicubic2d(self, output_size, align_corners, scales_h=None, scales_w=None):
+    if not self.dtype.is_floating_point:
+        raise Unsupported()
+    return _up("upsample_cubic", bool(align_corners), self, output_size, (scales_h, scales_w), 2)
+
+
+@register("aten::upsample_bicubic2d_backward", out="aten::upsample_bicubic2d_backward.grad_input")
+def upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+    if not grad_output.dtype.is_floating_point:
+        raise Unsupported()
+    return _up_bwd("upsample_cubic_backward", bool(align_corners), grad_output, output_size, input_size,
+                   (scales_h, scales_w), 2)
+
+
 # ---- reflection / replication padding --------------------------------------------------
 
 
