@@ -576,7 +576,7 @@ def markdown(results):
                  _cell(op.get("strict"), "us_per_op", "{:.1f}"),
                  _cell(op.get("fused"), "us_per_op_recorded", "{:.1f}") + " rec",
                  "strict: N ops + 1 sync; fused: record only"])
-    rows.append(["one op + sync (us)", "", _cell(op.get("strict"), "one_op_plus_sync_us", "{:.1f}"), "", ""])
+    rows.append(["one op + sync + 1-element host read (us)", "", _cell(op.get("strict"), "one_op_plus_sync_us", "{:.1f}"), "", ""])
     rows.append([f"fused flush of {_get(op, 'params', 'fused_ops_per_flush') or 100} recorded ops (us)", "", "",
                  _cell(op.get("fused"), "flush_us", "{:.0f}"),
                  "fused total per op: " + _cell(op.get("fused"), "us_per_op_total", "{:.1f}") + " us"])

@@ -9,7 +9,7 @@ The full sweep of every OpInfo (one command, writes tools/opinfo_results.json):
 Here, within CI's time:
   default                      every baseline "pass" op; all its samples if
                                the baseline's recorded cost fits
-                               TORCH_TPU_OPINFO_BUDGET_S (default 200 s over
+                               TORCH_TPU_OPINFO_BUDGET_S (default 100 s over
                                the workers), else the first K samples of
                                each, K the largest that fits (deterministic)
   TORCH_TPU_OPINFO_MAX_SAMPLES=K   force the cap (0 = all samples)
@@ -69,7 +69,7 @@ def _plan():
 def _cap_for_budget():
     """The largest per-op sample cap whose estimated run time (from the
     baseline sweep's per-op cost, over the workers) fits the budget."""
-    budget = float(os.environ.get("TORCH_TPU_OPINFO_BUDGET_S", "200"))
+    budget = float(os.environ.get("TORCH_TPU_OPINFO_BUDGET_S", "100"))
     jobs = int(os.environ.get("TORCH_TPU_OPINFO_JOBS", "2"))
     cost = BASE.get("cost", {}) if BASE else {}
     for cap in (None, 32, 16, 8, 4, 2, 1):
