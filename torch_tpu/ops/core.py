@@ -94,7 +94,7 @@ def from_host(src, device_index=0):
     if src.dtype not in _SUPPORTED:
         raise TypeError(f"tpu does not support dtype {src.dtype}")
     src = src.contiguous()
-    if src.numel() == 0:
+    if src.numel() == 0 and not src.is_complex():
         return full_tensor(src.shape, 0, src.dtype)
     return _C.from_host(src.data_ptr(), tuple(src.shape), dtype_code(src.dtype), device_index)
 
@@ -240,3 +240,18 @@ def arange_start_out(start, end, step=1, *, out):
     if tuple(out.shape) != (n,):
         out.resize_([n])
     return write(out, res)
+
+
+# Conjugate and negative "views" (lazy bits PyTorch sets instead of
+# computing): tpu kernels read raw values, so these materialise the result.
+@register("_conj")
+def _conj(self):
+    if not self.is_complex():
+        return self
+    from .._dispatch import _cpu_fallback
+    return _cpu_fallback(aten.conj_physical.default, self)
+
+
+@register("_neg_view")
+def _neg_view(self):
+    return torch.neg(self)

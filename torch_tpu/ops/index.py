@@ -17,7 +17,7 @@ import functools
 
 import torch
 
-from .._dispatch import impl, register, run, scalar, dtype_code, write
+from .._dispatch import Unsupported, impl, register, run, scalar, dtype_code, write
 
 _MAX_IN = 64  # TPU_OP_MAX_INPUTS
 
@@ -83,13 +83,16 @@ def index_select(self, dim, index):
     _index_dtype_check(index, "index_select")
     d = _wrap_dim(dim, self.dim())
     _check_bounds(index, self.shape[d] if self.dim() else 1, d, "index_select")
-    return run("index_select", [self, index], [dim])[0]
+    out = run("index_select", [self, index], [dim])[0]
+    return out.reshape(()) if self.dim() == 0 else out
 
 
 @register("aten::gather", out="aten::gather.out")
 def gather(self, dim, index, *, sparse_grad=False):
     index = _dev(index, self)
     _index_dtype_check(index, "gather")
+    if index.numel() == 0:  # PyTorch checks nothing more for an empty index
+        return torch.empty(index.shape, dtype=self.dtype, device=self.device)
     d = _wrap_dim(dim, self.dim())
     _check_bounds(index, self.shape[d] if self.dim() else 1, d, "gather")
     return run("gather", [self, index], [dim])[0]
@@ -98,6 +101,8 @@ def gather(self, dim, index, *, sparse_grad=False):
 @register("aten::take", out="aten::take.out")
 def take(self, index):
     index = _dev(index, self)
+    if index.numel() == 0:
+        return torch.empty(index.shape, dtype=self.dtype, device=self.device)
     _check_bounds(index, self.numel(), 0, "take")
     return run("take", [self, index])[0]
 
@@ -382,6 +387,8 @@ def masked_scatter(self, mask, source):
     if source.dtype != self.dtype:
         raise RuntimeError("masked_scatter: expected self and source to have same dtypes but got "
                            f"{self.dtype} and {source.dtype}")
+    if mask.dim() > self.dim() or any(a != b and b != 1 for a, b in zip(reversed(self.shape), reversed(mask.shape))):
+        raise Unsupported("masked_scatter: a mask that broadcasts self")
     m = _dev(mask, self).expand(self.shape)
     nz = m.cpu().nonzero()  # host sync (data-dependent count)
     n = nz.shape[0]
