@@ -3,10 +3,18 @@
 Importing this package registers the "tpu" device (PrivateUse1 renamed),
 the torch.tpu module and every kernel; ``import torch`` alone does the same
 through the ``torch.backends`` entry point."""
-import torch
-from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-from . import _C, _engine
+
+def _autoload():
+    """Entry point for torch.backends autoloading (`import torch` loads us).
+    Defined before `import torch` so that `import torch_tpu` first (torch
+    then autoloads this half-initialised module) also works."""
+
+
+import torch  # noqa: E402
+from torch.utils.backend_registration import _setup_privateuseone_for_python_backend  # noqa: E402
+
+from . import _C, _engine  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -45,7 +53,3 @@ _register()
 from . import ops  # noqa: E402  (kernels register on import)
 from . import api  # noqa: E402
 from ._dispatch import fallback_counts  # noqa: E402
-
-
-def _autoload():
-    """Entry point for torch.backends autoloading (`import torch` loads us)."""

@@ -25,6 +25,8 @@ class scalar(tuple):
     """A Python number passed to a rule as a 0-d input of a chosen dtype."""
 
     def __new__(cls, value, dtype):
+        if dtype.is_complex:  # no complex scalar inputs: the op runs on CPU
+            raise Unsupported(f"complex scalar of dtype {dtype}")
         return tuple.__new__(cls, (CODE[dtype], value))
 
 

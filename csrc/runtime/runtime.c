@@ -75,6 +75,7 @@ typedef struct tpu_sig {
  * recur (lr, eps, alpha).  A value is admitted on its second sighting, so
  * scalars that change every step (bias corrections) never fill it. */
 #define TPU_SCALAR_SLOTS 256
+#define TPU_INFLIGHT_MAX 128
 typedef struct tpu_scalar_slot {
   int used;
   tpu_dtype_t dtype;
@@ -95,6 +96,10 @@ static struct {
   int64_t nsigs;
   tpu_scalar_slot_t scalars[TPU_SCALAR_SLOTS];
   uint64_t scalar_seen[TPU_SCALAR_SLOTS];
+  /* one output of each execution not yet known complete: synchronize waits
+   * on them; the ring also bounds how far the host runs ahead */
+  tpu_value_t *inflight[TPU_INFLIGHT_MAX];
+  int ninflight;
   int64_t executions, flushes, ops_recorded, live_values, live_storages;
   int64_t scalar_hits, scalar_misses;
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -202,6 +207,7 @@ tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
 bool tpu_rt_initialized(void) { return R.initialized != 0; }
 
 static void graph_discard(void);
+static tpu_status_t inflight_drain(int n);
 
 void tpu_rt_shutdown(void) {
   LOCK();
@@ -210,6 +216,7 @@ void tpu_rt_shutdown(void) {
     return;
   }
   graph_discard();
+  tpu_status_free(inflight_drain(R.ninflight));
   for (int i = 0; i < TPU_SCALAR_SLOTS; i++) {
     if (R.scalars[i].used) value_release(R.scalars[i].value);
     R.scalars[i].used = 0;
@@ -516,6 +523,33 @@ static tpu_status_t graph_build_text(const int *live_node, const int *live_out, 
   return NULL;
 }
 
+/* Waits for the oldest `n` in-flight executions; returns the first error. */
+static tpu_status_t inflight_drain(int n) {
+  tpu_status_t first = NULL;
+  if (n > R.ninflight) n = R.ninflight;
+  for (int i = 0; i < n; i++) {
+    tpu_value_t *v = R.inflight[i];
+    if (v->buffer) {
+      tpu_status_t st = tpu_pjrt_buffer_await(v->buffer);
+      if (st && !first) first = st;
+      else if (st) tpu_status_free(st);
+    }
+    value_release(v);
+  }
+  memmove(R.inflight, R.inflight + n, sizeof(R.inflight[0]) * (size_t)(R.ninflight - n));
+  R.ninflight -= n;
+  return first;
+}
+
+static void inflight_push(tpu_value_t *v) {
+  if (R.ninflight == TPU_INFLIGHT_MAX) {
+    tpu_status_t st = inflight_drain(TPU_INFLIGHT_MAX / 2);
+    tpu_status_free(st); /* a failed value reports its error when read */
+  }
+  value_retain(v);
+  R.inflight[R.ninflight++] = v;
+}
+
 static tpu_status_t graph_flush(void) {
   tpu_graph_t *g = &R.g;
   if (g->nnodes == 0) {
@@ -588,6 +622,7 @@ static tpu_status_t graph_flush(void) {
         v->buffer = outs[i];
         v->node = -1;
       }
+      if (R.mode != TPU_MODE_DEBUG) inflight_push(g->nodes[live_node[0]].outs[live_out[0]]);
     }
     free(args);
     free(outs);
@@ -1051,9 +1086,13 @@ tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void 
 tpu_status_t tpu_rt_synchronize(void) {
   LOCK();
   tpu_status_t st = graph_flush();
+  /* PJRT has no device-wide barrier: wait on one output of every execution
+   * issued since the last synchronize */
+  tpu_status_t wst = inflight_drain(R.ninflight);
   UNLOCK();
-  /* every buffer that exists was produced by an execute already issued; the
-   * CPU plugin completes in order, so awaiting is done per buffer on reads.
-   * Here we wait by reading nothing: PJRT has no device-wide barrier. */
-  return st;
+  if (st) {
+    tpu_status_free(wst);
+    return st;
+  }
+  return wst;
 }
