@@ -69,6 +69,8 @@ class GPT(nn.Module):
 CONFIGS = {
     # the benchmark's model: 4 layers, d=256, 4 heads, seq 128, batch 8
     "gpt": dict(vocab=1024, d=256, heads=4, layers=4, seq=128, batch=8),
+    # the "tpu" device issue's figure: 2 layers, d=256, seq 128, batch 8
+    "gpt-2l": dict(vocab=1024, d=256, heads=4, layers=2, seq=128, batch=8),
     # the memory-growth loop (hundreds of steps)
     "gpt-small": dict(vocab=256, d=64, heads=2, layers=2, seq=32, batch=4),
 }

@@ -43,9 +43,9 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 QUICK = os.environ.get("TORCH_TPU_BENCH_QUICK", "") not in ("", "0")
 
-SECTIONS = ["op_latency", "chain", "train", "startup", "memory", "pjrt"]
+SECTIONS = ["op_latency", "chain", "chain_arith", "train", "startup", "memory", "pjrt"]
 # seconds each section may take before it is killed (full mode; quick: /2)
-LIMITS = {"op_latency": 120, "chain": 240, "train": 420, "startup": 300, "memory": 240, "pjrt": 180}
+LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "startup": 300, "memory": 240, "pjrt": 180}
 
 
 def median(xs):
@@ -202,22 +202,35 @@ def sec_op_latency():
     return out
 
 
-def _chain_ops(torch):
-    # alternate a tensor-tensor op, another, a transcendental: stays in [-1, 1]
-    cycle = [lambda x, y: x * y, lambda x, y: x + y, lambda x, y: torch.sin(x),
-             lambda x, y: x - y, lambda x, y: x * y, lambda x, y: torch.cos(x)]
+def _chain_ops(torch, kind="mixed"):
+    if kind == "mixed":
+        # alternate a tensor-tensor op, another, a transcendental: stays in [-1, 1]
+        cycle = [lambda x, y: x * y, lambda x, y: x + y, lambda x, y: torch.sin(x),
+                 lambda x, y: x - y, lambda x, y: x * y, lambda x, y: torch.cos(x)]
+    else:
+        # arithmetic only (memory-bound per op): stays bounded
+        cycle = [lambda x, y: x * y, lambda x, y: x + y, lambda x, y: x - y,
+                 lambda x, y: torch.maximum(x, y), lambda x, y: x * 0.5, lambda x, y: torch.relu(x)]
     return [cycle[i % len(cycle)] for i in range(150)]
 
 
-def sec_chain():
+_CHAIN_CYCLES = {"mixed": "x*y, x+y, sin(x), x-y, x*y, cos(x)",
+                 "arith": "x*y, x+y, x-y, maximum(x,y), x*0.5, relu(x)"}
+
+
+def sec_chain_arith():
+    return sec_chain("arith")
+
+
+def sec_chain(kind="mixed"):
     torch = _torch()
     reps = 3 if QUICK else 7
-    ops = _chain_ops(torch)
+    ops = _chain_ops(torch, kind)
     g = torch.Generator().manual_seed(0)
     x0 = torch.rand(2000, 2000, generator=g)
     y0 = torch.rand(2000, 2000, generator=g) * 0.5
     out = {"params": {"shape": [2000, 2000], "dtype": "float32", "ops": len(ops), "repeats": reps,
-                      "op_cycle": "x*y, x+y, sin(x), x-y, x*y, cos(x)"}}
+                      "op_cycle": _CHAIN_CYCLES[kind]}}
     ref = {}
 
     def run(x, y, dev):
@@ -324,6 +337,10 @@ def sec_train():
     _measure(out, "cpu_1thread", one_thread)
     _measure(out, "strict", lambda: _train_run(torch, "tpu", "strict", warm, steps))
     _measure(out, "fused", lambda: _train_run(torch, "tpu", "fused", warm, steps))
+    # the 2-layer model of the "tpu" device issue
+    _measure(out, "cpu_2l", lambda: _train_run(torch, "cpu", None, warm, steps, cfg="gpt-2l"))
+    _measure(out, "strict_2l", lambda: _train_run(torch, "tpu", "strict", warm, steps, cfg="gpt-2l"))
+    _measure(out, "fused_2l", lambda: _train_run(torch, "tpu", "fused", warm, steps, cfg="gpt-2l"))
     return out
 
 
@@ -495,7 +512,7 @@ def sec_pjrt():
     return out
 
 
-FUNCS = {"op_latency": sec_op_latency, "chain": sec_chain, "train": sec_train, "startup": sec_startup,
+FUNCS = {"op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "startup": sec_startup,
          "memory": sec_memory, "pjrt": sec_pjrt}
 
 
@@ -587,11 +604,20 @@ def markdown(results):
     if ch.get("error"):
         notes.append(f"- chain: {ch['error']}")
     sp = ch.get("fused_speedup_vs_strict")
-    rows.append(["150-op elementwise chain, 2000x2000 f32 (ms)", _cell(ch.get("cpu"), "ms", "{:.1f}"),
+    rows.append(["150-op elementwise chain, 2000x2000 f32 (ms), 1/3 sin/cos", _cell(ch.get("cpu"), "ms", "{:.1f}"),
                  _cell(ch.get("strict"), "ms", "{:.1f}"), _cell(ch.get("fused"), "ms", "{:.1f}"),
                  f"fused {sp:.1f}x vs strict" if sp else ""])
     for k in ("cpu", "strict", "fused"):
         err_note(f"chain/{k}", ch.get(k))
+    ca = R.get("chain_arith", {})
+    if ca.get("error"):
+        notes.append(f"- chain_arith: {ca['error']}")
+    sp = ca.get("fused_speedup_vs_strict")
+    rows.append(["150-op elementwise chain, 2000x2000 f32 (ms), arithmetic only", _cell(ca.get("cpu"), "ms", "{:.1f}"),
+                 _cell(ca.get("strict"), "ms", "{:.1f}"), _cell(ca.get("fused"), "ms", "{:.1f}"),
+                 f"fused {sp:.1f}x vs strict" if sp else ""])
+    for k in ("cpu", "strict", "fused"):
+        err_note(f"chain_arith/{k}", ca.get(k))
 
     tr = R.get("train", {})
     if tr.get("error"):
@@ -607,7 +633,10 @@ def markdown(results):
     rows.append(["  first step incl. compile (s)", _cell(tr.get("cpu"), "first_step_s", "{:.2f}"),
                  _cell(tr.get("strict"), "first_step_s", "{:.2f}"), _cell(tr.get("fused"), "first_step_s", "{:.2f}"),
                  ""])
-    for k in ("cpu", "cpu_1thread", "strict", "fused"):
+    rows.append(["GPT train step, 2L d256 s128 b8, AdamW (ms/step)", _cell(tr.get("cpu_2l"), "ms_per_step", "{:.0f}"),
+                 _cell(tr.get("strict_2l"), "ms_per_step", "{:.0f}"), _cell(tr.get("fused_2l"), "ms_per_step", "{:.0f}"),
+                 "the tpu device issue's model"])
+    for k in ("cpu", "cpu_1thread", "strict", "fused", "cpu_2l", "strict_2l", "fused_2l"):
         err_note(f"train/{k}", tr.get(k))
 
     st = R.get("startup", {})
