@@ -627,28 +627,6 @@ static PyObject *py_from_host(PyObject *self, PyObject *args) {
   return make_tensor(s, rank, dims, (tpu_dtype_t)code);
 }
 
-/* alias_storage(dst, src): dst's storage takes src's value (no copy). */
-static PyObject *py_assign(PyObject *self, PyObject *args) {
-  PyObject *a, *b;
-  if (!PyArg_ParseTuple(args, "OO", &a, &b)) return NULL;
-  tpu_rt_input_t x, y;
-  if (read_tensor(a, &x) <= 0 || read_tensor(b, &y) <= 0) {
-    if (!PyErr_Occurred()) PyErr_SetString(NotTpuError, "assign");
-    return NULL;
-  }
-  tpu_status_t st = tpu_rt_assign(x.storage, y.storage);
-  if (st) return raise_status(st);
-  Py_RETURN_NONE;
-}
-
-static PyObject *py_storage_of(PyObject *self, PyObject *t) {
-  tpu_rt_input_t in;
-  int r = read_tensor(t, &in);
-  if (r < 0) return NULL;
-  if (r == 0) Py_RETURN_NONE;
-  return PyLong_FromVoidPtr((void *)tpu_storage_value_id(in.storage));
-}
-
 static PyObject *py_is_tpu(PyObject *self, PyObject *t) {
   tpu_rt_input_t in;
   int r = read_tensor(t, &in);
@@ -744,8 +722,6 @@ static PyMethodDef methods[] = {
     {"write", py_write, METH_VARARGS, "write(dst, src): dst[...] = src through the view machinery"},
     {"to_host", py_to_host, METH_VARARGS, "to_host(tensor, address, nbytes)"},
     {"from_host", py_from_host, METH_VARARGS, "from_host(address, shape, dtype_code, device) -> tensor"},
-    {"assign", py_assign, METH_VARARGS, "assign(dst, src): share src's value"},
-    {"storage_value_id", py_storage_of, METH_O, "identity of a tensor storage's current value"},
     {"is_tpu", py_is_tpu, METH_O, "is this a tpu tensor backed by the engine"},
     {"flush", py_flush, METH_NOARGS, "run pending (fused) work"},
     {"synchronize", py_synchronize, METH_NOARGS, "run pending work and wait"},

@@ -993,21 +993,6 @@ tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const 
   return st;
 }
 
-tpu_status_t tpu_rt_assign(tpu_storage_t *dst, tpu_storage_t *src) {
-  LOCK();
-  if (dst->numel != src->numel || dst->dtype != src->dtype) {
-    UNLOCK();
-    return tpu_status_make(TPU_INVALID_ARGUMENT, "assign: storages differ (%lld %s vs %lld %s)",
-                           (long long)dst->numel, tpu_dtype_name(dst->dtype), (long long)src->numel,
-                           tpu_dtype_name(src->dtype));
-  }
-  value_retain(src->value);
-  value_release(dst->value);
-  dst->value = src->value;
-  UNLOCK();
-  return NULL;
-}
-
 tpu_status_t tpu_rt_storage_from_host(int device, tpu_dtype_t dtype, const int64_t *dims, int rank, const void *data,
                                       tpu_storage_t **out_storage) {
   *out_storage = NULL;

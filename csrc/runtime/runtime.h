@@ -132,8 +132,6 @@ tpu_status_t tpu_rt_op(const tpu_op_rule_t *rule, const tpu_rt_input_t *inputs, 
 /* Writes src (a view, converted to dst's dtype by the caller) into the view
  * `dst_view` of dst: dst's value is replaced (aliases see it). */
 tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const tpu_rt_input_t *src);
-/* Makes dst share src's value (whole-storage assignment, no copy). */
-tpu_status_t tpu_rt_assign(tpu_storage_t *dst, tpu_storage_t *src);
 
 /* Runs the pending graph (fused mode) and, with wait, waits for all work. */
 tpu_status_t tpu_rt_flush(void);

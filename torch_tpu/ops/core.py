@@ -209,8 +209,7 @@ def resize_(self, size, memory_format=None):
 def equal(self, other):
     if self.shape != other.shape:
         return False
-    return bool(run("equal_all", [self, other])[0].item()) if _C.has_rule("equal_all") else bool(
-        (self.cpu() == other.cpu()).all())
+    return bool(torch.all(torch.eq(self, other)).item())
 
 
 @register("_has_same_storage_numel")
