@@ -29,22 +29,6 @@
 
 /* ---- helpers ------------------------------------------------------------------- */
 
-static tpu_hlo_type_t ix_type(tpu_op_ctx_t *c, tpu_hlo_value_t v) {
-  const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, v);
-  if (t) return *t;
-  tpu_hlo_type_t z;
-  memset(&z, 0, sizeof z);
-  return z;
-}
-
-static const char *ix_shape(const tpu_hlo_type_t *t, char *buf, size_t n) {
-  size_t k = (size_t)snprintf(buf, n, "[");
-  for (int i = 0; i < t->rank && k < n; i++)
-    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
-  if (k < n) snprintf(buf + k, n - k, "]");
-  return buf;
-}
-
 static int ix_check_index_dtype(tpu_op_ctx_t *c, tpu_dtype_t dt, const char *what) {
   if (!tpu_dtype_is_int(dt)) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: %s(): Expected dtype int64 for index, but got %s", c->name, what,
@@ -58,15 +42,15 @@ static int ix_check_index_dtype(tpu_op_ctx_t *c, tpu_dtype_t dt, const char *wha
 static tpu_hlo_value_t ix_wrap(tpu_op_ctx_t *c, tpu_hlo_value_t idx, int64_t size) {
   tpu_hlo_func_t *f = c->f;
   tpu_hlo_value_t i = tpu_hlo_cast(f, idx, TPU_S64);
-  tpu_hlo_type_t t = ix_type(c, i);
-  if (!tpu_dtype_is_signed(ix_type(c, idx).dtype)) return i;
+  tpu_hlo_type_t t = tpu_op_type(c, i);
+  if (!tpu_dtype_is_signed(tpu_op_type(c, idx).dtype)) return i;
   tpu_hlo_value_t neg = tpu_hlo_compare(f, "LT", i, tpu_hlo_constant_i64(f, t, 0));
   return tpu_hlo_select(f, neg, tpu_hlo_binary(f, "add", i, tpu_hlo_constant_i64(f, t, size)), i);
 }
 
 /* [*t.shape] s64 -> [*t.shape, 1]. */
 static tpu_hlo_value_t ix_add_vec_dim(tpu_op_ctx_t *c, tpu_hlo_value_t v) {
-  tpu_hlo_type_t t = ix_type(c, v);
+  tpu_hlo_type_t t = tpu_op_type(c, v);
   t.dims[t.rank] = 1;
   return tpu_hlo_reshape(c->f, v, t.rank + 1, t.dims);
 }
@@ -74,7 +58,7 @@ static tpu_hlo_value_t ix_add_vec_dim(tpu_op_ctx_t *c, tpu_hlo_value_t v) {
 /* Full coordinates for gather/scatter along `dim`: [*idx.shape, R] where
  * component dim is the (wrapped) index and the others are iotas. */
 static tpu_hlo_value_t ix_full_coords(tpu_op_ctx_t *c, tpu_hlo_value_t idx_s64, int dim, int R) {
-  tpu_hlo_type_t t = ix_type(c, idx_s64);
+  tpu_hlo_type_t t = tpu_op_type(c, idx_s64);
   tpu_hlo_value_t parts[TPU_MAX_RANK];
   for (int d = 0; d < R; d++)
     parts[d] = ix_add_vec_dim(c, d == dim ? idx_s64 : tpu_hlo_iota(c->f, t, d));
@@ -92,7 +76,7 @@ static tpu_hlo_value_t ix_gather_points(tpu_op_ctx_t *c, tpu_hlo_value_t x, tpu_
     gd.start_index_map[d] = d;
     gd.slice_sizes[d] = 1;
   }
-  gd.index_vector_dim = ix_type(c, coords).rank - 1;
+  gd.index_vector_dim = tpu_op_type(c, coords).rank - 1;
   return tpu_hlo_gather(c->f, x, coords, &gd);
 }
 
@@ -106,7 +90,7 @@ static tpu_hlo_value_t ix_scatter_points(tpu_op_ctx_t *c, tpu_hlo_value_t x, tpu
     sd.inserted_window_dims[d] = d;
     sd.scatter_dims_to_operand_dims[d] = d;
   }
-  sd.index_vector_dim = ix_type(c, coords).rank - 1;
+  sd.index_vector_dim = tpu_op_type(c, coords).rank - 1;
   return tpu_hlo_scatter(c->f, x, coords, upd, &sd, body);
 }
 
@@ -122,7 +106,7 @@ static void rule_cat(tpu_op_ctx_t *c) {
   tpu_hlo_value_t keep[TPU_OP_MAX_INPUTS];
   int nk = 0, ref = -1;
   for (int i = 0; i < c->nin; i++) {
-    tpu_hlo_type_t t = ix_type(c, c->in[i]);
+    tpu_hlo_type_t t = tpu_op_type(c, c->in[i]);
     if (t.rank == 1 && t.dims[0] == 0) continue;
     if (t.rank == 0) {
       tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: zero-dimensional tensor (at position %d) cannot be concatenated",
@@ -137,10 +121,10 @@ static void rule_cat(tpu_op_ctx_t *c) {
     tpu_op_set_output(c, tpu_hlo_constant(f, tpu_hlo_type_make(dt, 1, &z), 0.0));
     return;
   }
-  tpu_hlo_type_t rt = ix_type(c, c->in[ref]);
+  tpu_hlo_type_t rt = tpu_op_type(c, c->in[ref]);
   int64_t d = tpu_op_dim(c, dim, rt.rank);
   for (int i = ref + 1, k = 1; i < c->nin; i++) {
-    tpu_hlo_type_t t = ix_type(c, c->in[i]);
+    tpu_hlo_type_t t = tpu_op_type(c, c->in[i]);
     if (t.rank == 1 && t.dims[0] == 0) continue;
     if (t.rank != rt.rank) {
       tpu_op_fail(c, TPU_INVALID_ARGUMENT,
@@ -165,7 +149,7 @@ static void rule_cat(tpu_op_ctx_t *c) {
 
 /* Gathers whole slices of x along dim at idx [L] (s64, wrapped). */
 static tpu_hlo_value_t ix_take_along(tpu_op_ctx_t *c, tpu_hlo_value_t x, int dim, tpu_hlo_value_t idx) {
-  tpu_hlo_type_t t = ix_type(c, x), it = ix_type(c, idx);
+  tpu_hlo_type_t t = tpu_op_type(c, x), it = tpu_op_type(c, idx);
   tpu_hlo_gather_dims_t gd;
   memset(&gd, 0, sizeof gd);
   for (int i = 0; i < t.rank; i++) {
@@ -182,7 +166,7 @@ static tpu_hlo_value_t ix_take_along(tpu_op_ctx_t *c, tpu_hlo_value_t x, int dim
 
 /* index_select: inputs (self, index [L] or 0-d); attrs [dim]. */
 static void rule_index_select(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t t = ix_type(c, c->in[0]), it = ix_type(c, c->in[1]);
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]), it = tpu_op_type(c, c->in[1]);
   if (!ix_check_index_dtype(c, it.dtype, "index_select")) return;
   if (it.rank > 1) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: index_select(): Index is supposed to be a vector", c->name);
@@ -202,7 +186,7 @@ static void rule_index_select(tpu_op_ctx_t *c) {
 /* gather: inputs (self, index); attrs [dim].  index has self's rank and is no
  * larger than self in every dim but `dim`; result has index's shape. */
 static void rule_gather(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t t = ix_type(c, c->in[0]), it = ix_type(c, c->in[1]);
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]), it = tpu_op_type(c, c->in[1]);
   if (!ix_check_index_dtype(c, it.dtype, "gather")) return;
   int R = t.rank;
   int64_t dim = tpu_op_dim(c, tpu_op_int(c, 0), R);
@@ -218,7 +202,7 @@ static void rule_gather(tpu_op_ctx_t *c) {
       tpu_op_fail(c, TPU_INVALID_ARGUMENT,
                   "%s: Size does not match at dimension %d expected index %s to be no larger than self %s apart "
                   "from dimension %lld",
-                  c->name, d, ix_shape(&it, b1, sizeof b1), ix_shape(&t, b2, sizeof b2), (long long)dim);
+                  c->name, d, tpu_op_shape_str(&it, b1, sizeof b1), tpu_op_shape_str(&t, b2, sizeof b2), (long long)dim);
       return;
     }
   }
@@ -234,7 +218,7 @@ bad_rank:
 
 /* take: inputs (self, index) -> self.flatten()[index] (index's shape). */
 static void rule_take(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t t = ix_type(c, c->in[0]), it = ix_type(c, c->in[1]);
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]), it = tpu_op_type(c, c->in[1]);
   if (!ix_check_index_dtype(c, it.dtype, "take")) return;
   int64_t n = tpu_hlo_type_numel(&t);
   tpu_hlo_value_t flat = tpu_hlo_reshape(c->f, c->in[0], 1, &n);
@@ -248,7 +232,7 @@ static void rule_index_bounds_check(tpu_op_ctx_t *c) {
   tpu_hlo_func_t *f = c->f;
   int64_t size = tpu_op_int(c, 0);
   tpu_hlo_value_t i = tpu_hlo_cast(f, c->in[0], TPU_S64);
-  tpu_hlo_type_t t = ix_type(c, i);
+  tpu_hlo_type_t t = tpu_op_type(c, i);
   tpu_hlo_value_t ok = tpu_hlo_binary(f, "and", tpu_hlo_compare(f, "GE", i, tpu_hlo_constant_i64(f, t, -size)),
                                       tpu_hlo_compare(f, "LT", i, tpu_hlo_constant_i64(f, t, size)));
   int64_t all[TPU_MAX_RANK];
@@ -260,7 +244,7 @@ static void rule_index_bounds_check(tpu_op_ctx_t *c) {
 
 /* Updates for scatter: src sliced to index's shape (or a 0-d value broadcast). */
 static tpu_hlo_value_t ix_scatter_updates(tpu_op_ctx_t *c, int isrc, const tpu_hlo_type_t *it, tpu_dtype_t dt) {
-  tpu_hlo_type_t st = ix_type(c, c->in[isrc]);
+  tpu_hlo_type_t st = tpu_op_type(c, c->in[isrc]);
   tpu_hlo_value_t s = tpu_hlo_cast(c->f, c->in[isrc], dt);
   if (st.rank == 0) return tpu_hlo_broadcast_to(c->f, s, it->rank, it->dims);
   if (st.rank != it->rank) {
@@ -273,8 +257,8 @@ static tpu_hlo_value_t ix_scatter_updates(tpu_op_ctx_t *c, int isrc, const tpu_h
     if (it->dims[d] > st.dims[d]) {
       char b1[64], b2[64];
       tpu_op_fail(c, TPU_INVALID_ARGUMENT,
-                  "%s: Expected index %s to be no larger than src %s", c->name, ix_shape(it, b1, sizeof b1),
-                  ix_shape(&st, b2, sizeof b2));
+                  "%s: Expected index %s to be no larger than src %s", c->name, tpu_op_shape_str(it, b1, sizeof b1),
+                  tpu_op_shape_str(&st, b2, sizeof b2));
       return TPU_HLO_NONE;
     }
     same &= it->dims[d] == st.dims[d];
@@ -297,7 +281,7 @@ static int ix_scatter_check(tpu_op_ctx_t *c, const tpu_hlo_type_t *t, const tpu_
       char b1[64], b2[64];
       tpu_op_fail(c, TPU_INVALID_ARGUMENT,
                   "%s: Expected index %s to be no larger than self %s apart from dimension %lld", c->name,
-                  ix_shape(it, b1, sizeof b1), ix_shape(t, b2, sizeof b2), (long long)dim);
+                  tpu_op_shape_str(it, b1, sizeof b1), tpu_op_shape_str(t, b2, sizeof b2), (long long)dim);
       return 0;
     }
   }
@@ -315,7 +299,7 @@ static const char *ix_body(int64_t code) {
 /* scatter: inputs (self, index, src or 0-d value); attrs [dim, reduce (0 none,
  * 1 add, 2 multiply)].  Also scatter_add with attrs [dim] (reduce add). */
 static void rule_scatter_impl(tpu_op_ctx_t *c, int64_t reduce) {
-  tpu_hlo_type_t t = ix_type(c, c->in[0]), it = ix_type(c, c->in[1]);
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]), it = tpu_op_type(c, c->in[1]);
   int R = t.rank;
   int64_t dim = tpu_op_dim(c, tpu_op_int(c, 0), R);
   if (!ix_scatter_check(c, &t, &it, dim)) return;
@@ -360,7 +344,7 @@ static tpu_hlo_value_t ix_extreme(tpu_op_ctx_t *c, const tpu_hlo_type_t *t, int 
  * 1 prod, 2 mean, 3 amax, 4 amin), include_self]. */
 static void rule_scatter_reduce(tpu_op_ctx_t *c) {
   tpu_hlo_func_t *f = c->f;
-  tpu_hlo_type_t t = ix_type(c, c->in[0]), it = ix_type(c, c->in[1]);
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]), it = tpu_op_type(c, c->in[1]);
   int R = t.rank;
   if (R == 0) {
     tpu_op_fail(c, TPU_UNIMPLEMENTED, "%s: 0-d self is not supported", c->name);
@@ -410,7 +394,7 @@ static void rule_scatter_reduce(tpu_op_ctx_t *c) {
 /* index_add / index_copy / index_fill along dim with index [L]. */
 static tpu_hlo_value_t ix_index_scatter(tpu_op_ctx_t *c, tpu_hlo_value_t self, int dim, tpu_hlo_value_t idx,
                                         tpu_hlo_value_t upd, const char *body) {
-  tpu_hlo_type_t t = ix_type(c, self);
+  tpu_hlo_type_t t = tpu_op_type(c, self);
   tpu_hlo_scatter_dims_t sd;
   memset(&sd, 0, sizeof sd);
   for (int i = 0; i < t.rank; i++)
@@ -424,8 +408,8 @@ static tpu_hlo_value_t ix_index_scatter(tpu_op_ctx_t *c, tpu_hlo_value_t self, i
 }
 
 static int ix_index_dim_setup(tpu_op_ctx_t *c, tpu_hlo_type_t *t, int64_t *dim, tpu_hlo_value_t *idx) {
-  *t = ix_type(c, c->in[0]);
-  tpu_hlo_type_t it = ix_type(c, c->in[1]);
+  *t = tpu_op_type(c, c->in[0]);
+  tpu_hlo_type_t it = tpu_op_type(c, c->in[1]);
   if (!ix_check_index_dtype(c, it.dtype, c->name)) return 0;
   if (it.rank > 1) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: Index should have dimension 1 or 0 (got %d)", c->name, it.rank);
@@ -444,15 +428,15 @@ static int ix_index_dim_setup(tpu_op_ctx_t *c, tpu_hlo_type_t *t, int64_t *dim, 
 /* Source for index_add/index_copy: self's shape with dim -> L. */
 static tpu_hlo_value_t ix_index_source(tpu_op_ctx_t *c, int isrc, const tpu_hlo_type_t *t, int64_t dim,
                                        tpu_hlo_value_t idx) {
-  tpu_hlo_type_t st = ix_type(c, c->in[isrc]);
-  int64_t L = ix_type(c, idx).dims[0];
+  tpu_hlo_type_t st = tpu_op_type(c, c->in[isrc]);
+  int64_t L = tpu_op_type(c, idx).dims[0];
   tpu_hlo_type_t want = *t;
   want.dims[dim] = L;
   if (st.rank == 0 && t->rank <= 1) st = tpu_hlo_type_make(st.dtype, 1, &L);
   if (tpu_hlo_type_numel(&st) != tpu_hlo_type_numel(&want) || (st.rank != want.rank && t->rank > 1)) {
     char b1[64], b2[64];
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: source %s does not match the expected shape %s", c->name,
-                ix_shape(&st, b1, sizeof b1), ix_shape(&want, b2, sizeof b2));
+                tpu_op_shape_str(&st, b1, sizeof b1), tpu_op_shape_str(&want, b2, sizeof b2));
     return TPU_HLO_NONE;
   }
   return tpu_hlo_reshape(c->f, tpu_hlo_cast(c->f, c->in[isrc], t->dtype), want.rank, want.dims);
@@ -465,7 +449,7 @@ static void rule_index_add(tpu_op_ctx_t *c) {
   tpu_hlo_value_t idx;
   if (!ix_index_dim_setup(c, &t, &dim, &idx)) return;
   tpu_hlo_value_t src = ix_index_source(c, 2, &t, dim, idx);
-  tpu_hlo_type_t st = ix_type(c, src);
+  tpu_hlo_type_t st = tpu_op_type(c, src);
   tpu_hlo_value_t alpha = tpu_hlo_broadcast_to(c->f, tpu_hlo_cast(c->f, c->in[3], t.dtype), st.rank, st.dims);
   src = tpu_hlo_binary(c->f, "multiply", src, alpha);
   tpu_op_set_output(c, ix_index_scatter(c, c->in[0], (int)dim, idx, src, "add"));
@@ -488,7 +472,7 @@ static void rule_index_fill(tpu_op_ctx_t *c) {
   tpu_hlo_value_t idx;
   if (!ix_index_dim_setup(c, &t, &dim, &idx)) return;
   tpu_hlo_type_t ut = t;
-  ut.dims[dim] = ix_type(c, idx).dims[0];
+  ut.dims[dim] = tpu_op_type(c, idx).dims[0];
   tpu_hlo_value_t v = tpu_hlo_broadcast_to(c->f, tpu_hlo_cast(c->f, c->in[2], t.dtype), ut.rank, ut.dims);
   tpu_op_set_output(c, ix_index_scatter(c, c->in[0], (int)dim, idx, v, "replace"));
 }
@@ -523,7 +507,7 @@ static int ix_adv_setup(tpu_op_ctx_t *c, const tpu_hlo_type_t *t, int first, int
       tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: fewer index tensors than present flags", c->name);
       return 0;
     }
-    tpu_hlo_type_t it = ix_type(c, c->in[j]);
+    tpu_hlo_type_t it = tpu_op_type(c, c->in[j]);
     if (it.dtype == TPU_PRED || !tpu_dtype_is_int(it.dtype)) {
       tpu_op_fail(c, TPU_INVALID_ARGUMENT,
                   "%s: tensors used as indices must be long, int, byte or bool tensors (bool masks are converted "
@@ -581,7 +565,7 @@ static int ix_adv_setup(tpu_op_ctx_t *c, const tpu_hlo_type_t *t, int first, int
  * PyTorch puts them (in place when the indexed dims are adjacent, first
  * otherwise). */
 static void rule_index(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
   ix_adv_t a;
   if (!ix_adv_setup(c, &t, 1, 0, &a)) return;
   tpu_hlo_gather_dims_t gd;
@@ -603,11 +587,11 @@ static void rule_index(tpu_op_ctx_t *c) {
  * (duplicate indices: one of the writes wins, unspecified which, as in
  * PyTorch). */
 static void rule_index_put(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
   int acc = (int)tpu_op_int(c, 0);
   ix_adv_t a;
   if (!ix_adv_setup(c, &t, 2, 1, &a)) return;
-  tpu_hlo_type_t vt = ix_type(c, c->in[1]);
+  tpu_hlo_type_t vt = tpu_op_type(c, c->in[1]);
   /* values must broadcast to out */
   if (vt.rank > a.out.rank) goto bad;
   for (int d = 0; d < vt.rank; d++) {
@@ -631,7 +615,7 @@ static void rule_index_put(tpu_op_ctx_t *c) {
 bad : {
   char b1[64], b2[64];
   tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape %s",
-              c->name, ix_shape(&vt, b1, sizeof b1), ix_shape(&a.out, b2, sizeof b2));
+              c->name, tpu_op_shape_str(&vt, b1, sizeof b1), tpu_op_shape_str(&a.out, b2, sizeof b2));
 }
 }
 
@@ -639,7 +623,7 @@ bad : {
 
 static void ix_tri(tpu_op_ctx_t *c, int upper) {
   tpu_hlo_func_t *f = c->f;
-  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
   int64_t k = tpu_op_int(c, 0);
   if (t.rank < 2) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: %s: input tensor must have at least 2 dimensions", c->name,
@@ -659,7 +643,7 @@ static void rule_triu(tpu_op_ctx_t *c) { ix_tri(c, 1); }
 
 /* flip: inputs (self); attrs [dims...]. */
 static void rule_flip(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
   int n = tpu_op_nints(c);
   int64_t dims[TPU_MAX_RANK];
   int seen[TPU_MAX_RANK] = {0};
@@ -680,7 +664,7 @@ static void rule_flip(tpu_op_ctx_t *c) {
 }
 
 static tpu_hlo_value_t ix_roll1(tpu_op_ctx_t *c, tpu_hlo_value_t x, int dim, int64_t shift) {
-  tpu_hlo_type_t t = ix_type(c, x);
+  tpu_hlo_type_t t = tpu_op_type(c, x);
   int64_t S = t.dims[dim];
   if (S == 0) return x;
   int64_t s = ((shift % S) + S) % S;
@@ -699,7 +683,7 @@ static tpu_hlo_value_t ix_roll1(tpu_op_ctx_t *c, tpu_hlo_value_t x, int dim, int
 /* roll: inputs (self); attrs [nshifts, shifts..., ndims, dims...]
  * (ndims 0: roll the flattened tensor by shifts[0]). */
 static void rule_roll(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
   int64_t ns = tpu_op_int(c, 0), nd = tpu_op_int(c, 1 + ns);
   if (ns < 1 || ns > TPU_MAX_RANK) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: `shifts` required", c->name);
@@ -731,7 +715,7 @@ static void rule_roll(tpu_op_ctx_t *c) {
 
 /* repeat: inputs (self); attrs [repeats...] (at least self's rank). */
 static void rule_repeat(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
   int n = tpu_op_nints(c);
   if (n < t.rank) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT,
@@ -765,7 +749,7 @@ static void rule_repeat(tpu_op_ctx_t *c) {
 /* constant_pad_nd: inputs (self, value 0-d); attrs [pad...] (pairs, last dim
  * first, as PyTorch; negative values crop). */
 static void rule_constant_pad_nd(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t t = ix_type(c, c->in[0]);
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
   int n = tpu_op_nints(c);
   if (n % 2 || n / 2 > t.rank) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT,

@@ -26,16 +26,6 @@
 
 static tpu_dtype_t la_acc(tpu_dtype_t dt) { return (dt == TPU_BF16 || dt == TPU_F16) ? TPU_F32 : dt; }
 
-static const char *la_shape(const tpu_hlo_type_t *t, char *buf, size_t n) {
-  size_t k = 0;
-  buf[0] = 0;
-  k += (size_t)snprintf(buf + k, n - k, "[");
-  for (int i = 0; i < t->rank && k < n; i++)
-    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
-  if (k < n) snprintf(buf + k, n - k, "]");
-  return buf;
-}
-
 static const char *la_torch_type(tpu_dtype_t dt) {
   switch (dt) {
     case TPU_F32: return "Float";
@@ -116,7 +106,7 @@ bad : {
   char b1[128], b2[128];
   tpu_op_fail(c, TPU_INVALID_ARGUMENT,
               "%s: The expanded size of the tensor (%s) is incompatible with the product of shape %s",
-              c->name, la_shape(ts, b1, sizeof b1), la_shape(&pt, b2, sizeof b2));
+              c->name, tpu_op_shape_str(ts, b1, sizeof b1), tpu_op_shape_str(&pt, b2, sizeof b2));
 }
 }
 

@@ -32,22 +32,6 @@
 
 static tpu_dtype_t nn_acc(tpu_dtype_t dt) { return (dt == TPU_BF16 || dt == TPU_F16) ? TPU_F32 : dt; }
 
-static tpu_hlo_type_t nn_type(tpu_op_ctx_t *c, tpu_hlo_value_t v) {
-  const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, v);
-  if (t) return *t;
-  tpu_hlo_type_t z;
-  memset(&z, 0, sizeof z);
-  return z;
-}
-
-static const char *nn_shape(const tpu_hlo_type_t *t, char *buf, size_t n) {
-  size_t k = (size_t)snprintf(buf, n, "[");
-  for (int i = 0; i < t->rank && k < n; i++)
-    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
-  if (k < n) snprintf(buf + k, n - k, "]");
-  return buf;
-}
-
 static int nn_float_check(tpu_op_ctx_t *c, tpu_dtype_t dt) {
   if (!tpu_dtype_is_float(dt)) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: \"%s\" not implemented for '%s'", c->name, c->name,
@@ -108,7 +92,7 @@ static tpu_hlo_value_t nn_bcast_keep(tpu_op_ctx_t *c, tpu_hlo_value_t x, const t
 
 /* Loss reduction of a per-element loss l (acc type) to out dtype. */
 static tpu_hlo_value_t nn_reduce_loss(tpu_op_ctx_t *c, tpu_hlo_value_t l, int64_t reduction, tpu_dtype_t out) {
-  tpu_hlo_type_t t = nn_type(c, l);
+  tpu_hlo_type_t t = tpu_op_type(c, l);
   if (reduction == 0) return tpu_hlo_cast(c->f, l, out);
   tpu_hlo_value_t s = nn_sum_all(c, l);
   if (reduction == 1) {
@@ -186,7 +170,7 @@ static int64_t nn_dilate(int64_t s, int64_t d) { return s == 0 ? 0 : 1 + d * (s 
  * `inverse` swaps the roles). */
 static tpu_hlo_value_t nn_swap_kernel(tpu_op_ctx_t *c, tpu_hlo_value_t w, int64_t g, int inverse) {
   tpu_hlo_func_t *f = c->f;
-  tpu_hlo_type_t t = nn_type(c, w);
+  tpu_hlo_type_t t = tpu_op_type(c, w);
   int nsp = t.rank - 2;
   /* [A, B, k] with A = g * A/g  ->  [g, A/g, B, k] -> [g, B, A/g, k] -> [g*B, A/g, k] */
   int64_t A = t.dims[0], B = t.dims[1];
@@ -225,7 +209,7 @@ static tpu_hlo_value_t nn_gconv_fwd(tpu_op_ctx_t *c, tpu_hlo_value_t x, tpu_hlo_
 static tpu_hlo_value_t nn_gconv_vjp_lhs(tpu_op_ctx_t *c, tpu_hlo_value_t grad, tpu_hlo_value_t k,
                                         const nn_gconv_t *g, const int64_t *in_sp) {
   tpu_hlo_func_t *f = c->f;
-  tpu_hlo_type_t kt = nn_type(c, k), gt = nn_type(c, grad);
+  tpu_hlo_type_t kt = tpu_op_type(c, k), gt = tpu_op_type(c, grad);
   int nsp = g->nsp;
   int64_t G = g->groups;
   if (G > 1) { /* [O, I/g, k] -> [g, O/g, I/g, k] -> [O/g, g, I/g, k] -> [O/g, I, k] */
@@ -269,7 +253,7 @@ static tpu_hlo_value_t nn_gconv_vjp_lhs(tpu_op_ctx_t *c, tpu_hlo_value_t grad, t
 /* d(conv)/d(kernel): x [N, C, in], grad [N, O, out] -> [O, I/g, k]. */
 static tpu_hlo_value_t nn_gconv_vjp_rhs(tpu_op_ctx_t *c, tpu_hlo_value_t grad, tpu_hlo_value_t x,
                                         const nn_gconv_t *g, const int64_t *k_sp) {
-  tpu_hlo_type_t xt = nn_type(c, x), gt = nn_type(c, grad);
+  tpu_hlo_type_t xt = tpu_op_type(c, x), gt = tpu_op_type(c, grad);
   int nsp = g->nsp;
   tpu_hlo_conv_dims_t d;
   tpu_hlo_conv_dims_nchw(&d, nsp);
@@ -304,7 +288,7 @@ static int nn_conv_setup(tpu_op_ctx_t *c, const nn_conv_params_t *p, const tpu_h
     tpu_op_fail(c, TPU_INVALID_ARGUMENT,
                 "%s: Expected %d-dimensional input for %d-dimensional weight %s, but got %d-dimensional "
                 "input of size %s instead",
-                c->name, nsp + 2, wt->rank, nn_shape(wt, b1, sizeof b1), xt->rank, nn_shape(xt, b2, sizeof b2));
+                c->name, nsp + 2, wt->rank, tpu_op_shape_str(wt, b1, sizeof b1), xt->rank, tpu_op_shape_str(xt, b2, sizeof b2));
     return 0;
   }
   if (xt->dtype != wt->dtype) {
@@ -322,13 +306,13 @@ static int nn_conv_setup(tpu_op_ctx_t *c, const nn_conv_params_t *p, const tpu_h
       tpu_op_fail(c, TPU_INVALID_ARGUMENT,
                   "%s: Given transposed=1, weight of size %s, expected input%s to have %lld channels, but "
                   "got %lld channels instead",
-                  c->name, nn_shape(wt, b1, sizeof b1), nn_shape(xt, b2, sizeof b2), (long long)wt->dims[0],
+                  c->name, tpu_op_shape_str(wt, b1, sizeof b1), tpu_op_shape_str(xt, b2, sizeof b2), (long long)wt->dims[0],
                   (long long)cin);
     else
       tpu_op_fail(c, TPU_INVALID_ARGUMENT,
                   "%s: Given groups=%lld, weight of size %s, expected input%s to have %lld channels, but "
                   "got %lld channels instead",
-                  c->name, (long long)G, nn_shape(wt, b1, sizeof b1), nn_shape(xt, b2, sizeof b2),
+                  c->name, (long long)G, tpu_op_shape_str(wt, b1, sizeof b1), tpu_op_shape_str(xt, b2, sizeof b2),
                   (long long)(wt->dims[1] * G), (long long)cin);
     return 0;
   }
@@ -374,7 +358,7 @@ static int nn_conv_setup(tpu_op_ctx_t *c, const nn_conv_params_t *p, const tpu_h
 
 /* Adds a leading batch dim to an unbatched input (rank nsp + 1). */
 static tpu_hlo_value_t nn_batchify(tpu_op_ctx_t *c, tpu_hlo_value_t x, int nsp, int *added) {
-  tpu_hlo_type_t t = nn_type(c, x);
+  tpu_hlo_type_t t = tpu_op_type(c, x);
   *added = 0;
   if (t.rank != nsp + 1) return x;
   int64_t d[TPU_MAX_RANK];
@@ -385,7 +369,7 @@ static tpu_hlo_value_t nn_batchify(tpu_op_ctx_t *c, tpu_hlo_value_t x, int nsp, 
 }
 
 static tpu_hlo_value_t nn_unbatchify(tpu_op_ctx_t *c, tpu_hlo_value_t x) {
-  tpu_hlo_type_t t = nn_type(c, x);
+  tpu_hlo_type_t t = tpu_op_type(c, x);
   return tpu_hlo_reshape(c->f, x, t.rank - 1, t.dims + 1);
 }
 
@@ -398,18 +382,18 @@ static void rule_convolution(tpu_op_ctx_t *c) {
   if (!nn_conv_params(c, &p)) return;
   int unb;
   tpu_hlo_value_t x = nn_batchify(c, c->in[0], p.nsp, &unb);
-  tpu_hlo_type_t xt = nn_type(c, x), wt = nn_type(c, c->in[1]);
+  tpu_hlo_type_t xt = tpu_op_type(c, x), wt = tpu_op_type(c, c->in[1]);
   nn_gconv_t g;
   if (!nn_conv_setup(c, &p, &xt, &wt, &g)) return;
   tpu_hlo_value_t k = p.transposed ? nn_swap_kernel(c, c->in[1], p.groups, 0) : c->in[1];
   tpu_hlo_value_t y = nn_gconv_fwd(c, x, k, &g);
   if (c->nin > 2) {
-    tpu_hlo_type_t yt = nn_type(c, y);
-    tpu_hlo_type_t bt = nn_type(c, c->in[2]);
+    tpu_hlo_type_t yt = tpu_op_type(c, y);
+    tpu_hlo_type_t bt = tpu_op_type(c, c->in[2]);
     if (bt.rank != 1 || bt.dims[0] != yt.dims[1]) {
       char b1[64];
       tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: Given weight of size %s, expected bias to be 1-dimensional with %lld elements, but got bias of size %s instead",
-                  c->name, nn_shape(&wt, b1, sizeof b1), (long long)yt.dims[1], "(other)");
+                  c->name, tpu_op_shape_str(&wt, b1, sizeof b1), (long long)yt.dims[1], "(other)");
       return;
     }
     y = nn_bin(c, "add", y, nn_bcast_dim(c, tpu_hlo_cast(c->f, c->in[2], yt.dtype), &yt, 1));
@@ -430,13 +414,13 @@ static void rule_convolution_backward(tpu_op_ctx_t *c) {
   int unb, unb2;
   tpu_hlo_value_t go = nn_batchify(c, c->in[0], p.nsp, &unb2);
   tpu_hlo_value_t x = nn_batchify(c, c->in[1], p.nsp, &unb);
-  tpu_hlo_type_t xt = nn_type(c, x), wt = nn_type(c, c->in[2]);
+  tpu_hlo_type_t xt = tpu_op_type(c, x), wt = tpu_op_type(c, c->in[2]);
   nn_gconv_t g;
   if (!nn_conv_setup(c, &p, &xt, &wt, &g)) return;
   tpu_hlo_value_t outs[3];
   int n = 0;
   tpu_hlo_value_t k = p.transposed ? nn_swap_kernel(c, c->in[2], p.groups, 0) : c->in[2];
-  tpu_hlo_type_t kt = nn_type(c, k);
+  tpu_hlo_type_t kt = tpu_op_type(c, k);
   if (m0) {
     tpu_hlo_value_t gi = nn_gconv_vjp_lhs(c, go, k, &g, xt.dims + 2);
     outs[n++] = unb ? nn_unbatchify(c, gi) : gi;
@@ -447,7 +431,7 @@ static void rule_convolution_backward(tpu_op_ctx_t *c) {
     outs[n++] = gk;
   }
   if (m2) {
-    tpu_hlo_type_t gt = nn_type(c, go);
+    tpu_hlo_type_t gt = tpu_op_type(c, go);
     tpu_dtype_t acc = nn_acc(gt.dtype);
     int64_t dims[TPU_MAX_RANK];
     int nd = 0;
@@ -580,7 +564,7 @@ static void rule_max_pool2d_with_indices(tpu_op_ctx_t *c) {
   tpu_hlo_func_t *f = c->f;
   nn_pool_t pl;
   nn_pool_attrs(c, &pl, 1);
-  tpu_hlo_type_t xt = nn_type(c, c->in[0]);
+  tpu_hlo_type_t xt = tpu_op_type(c, c->in[0]);
   if (!nn_pool_setup(c, &xt, &pl)) return;
   tpu_hlo_value_t x = nn_pool_4d(c, c->in[0], &pl, pl.in[0], pl.in[1]);
   int64_t lo[4] = {0, 0, pl.p[0], pl.p[1]}, hi[4] = {0, 0, 0, 0}, in0[4] = {0, 0, 0, 0};
@@ -621,7 +605,7 @@ static void rule_max_pool2d_with_indices(tpu_op_ctx_t *c) {
 static tpu_hlo_value_t nn_plane_scatter_add(tpu_op_ctx_t *c, tpu_hlo_value_t grad, tpu_hlo_value_t idx,
                                             const nn_pool_t *pl) {
   tpu_hlo_func_t *f = c->f;
-  tpu_hlo_type_t gt = nn_type(c, grad);
+  tpu_hlo_type_t gt = tpu_op_type(c, grad);
   tpu_dtype_t acc = nn_acc(gt.dtype);
   int64_t nc = pl->lead[0] * pl->lead[1], hw = pl->in[0] * pl->in[1], ohw = pl->out[0] * pl->out[1];
   int64_t d3[3] = {nc, ohw, 1};
@@ -653,9 +637,9 @@ static tpu_hlo_value_t nn_plane_scatter_add(tpu_op_ctx_t *c, tpu_hlo_value_t gra
 static void rule_max_pool2d_with_indices_backward(tpu_op_ctx_t *c) {
   nn_pool_t pl;
   nn_pool_attrs(c, &pl, 1);
-  tpu_hlo_type_t xt = nn_type(c, c->in[1]);
+  tpu_hlo_type_t xt = tpu_op_type(c, c->in[1]);
   if (!nn_pool_setup(c, &xt, &pl)) return;
-  tpu_hlo_type_t gt = nn_type(c, c->in[0]), it = nn_type(c, c->in[2]);
+  tpu_hlo_type_t gt = tpu_op_type(c, c->in[0]), it = tpu_op_type(c, c->in[2]);
   if (tpu_hlo_type_numel(&gt) != pl.lead[0] * pl.lead[1] * pl.out[0] * pl.out[1] ||
       tpu_hlo_type_numel(&it) != tpu_hlo_type_numel(&gt)) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: grad_output / indices shape does not match the pooling output",
@@ -716,7 +700,7 @@ static void rule_avg_pool2d(tpu_op_ctx_t *c) {
   int cip;
   int64_t divisor;
   nn_avg_attrs(c, &pl, &cip, &divisor);
-  tpu_hlo_type_t xt = nn_type(c, c->in[0]);
+  tpu_hlo_type_t xt = tpu_op_type(c, c->in[0]);
   if (!nn_pool_setup(c, &xt, &pl)) return;
   if (!nn_float_check(c, xt.dtype)) return;
   tpu_dtype_t acc = nn_acc(xt.dtype);
@@ -737,7 +721,7 @@ static void rule_avg_pool2d_backward(tpu_op_ctx_t *c) {
   int cip;
   int64_t divisor;
   nn_avg_attrs(c, &pl, &cip, &divisor);
-  tpu_hlo_type_t xt = nn_type(c, c->in[1]);
+  tpu_hlo_type_t xt = tpu_op_type(c, c->in[1]);
   if (!nn_pool_setup(c, &xt, &pl)) return;
   if (!nn_float_check(c, xt.dtype)) return;
   tpu_dtype_t acc = nn_acc(xt.dtype);
@@ -778,7 +762,7 @@ static tpu_hlo_value_t nn_adaptive_matrix(tpu_op_ctx_t *c, int64_t O, int64_t I,
 /* x [..., A, B] (rank r) with Ma [A', A], Mb [B', B] -> [..., A', B']. */
 static tpu_hlo_value_t nn_apply_2d(tpu_op_ctx_t *c, tpu_hlo_value_t x, tpu_hlo_value_t Ma, tpu_hlo_value_t Mb) {
   tpu_hlo_func_t *f = c->f;
-  tpu_hlo_type_t t = nn_type(c, x);
+  tpu_hlo_type_t t = tpu_op_type(c, x);
   int r = t.rank;
   tpu_hlo_dot_dims_t dd;
   memset(&dd, 0, sizeof dd);
@@ -802,7 +786,7 @@ static tpu_hlo_value_t nn_transpose2(tpu_op_ctx_t *c, tpu_hlo_value_t m) {
 
 /* _adaptive_avg_pool2d: inputs (self [N,C,H,W] or [C,H,W]); attrs [OH, OW]. */
 static void rule_adaptive_avg_pool2d(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t xt = nn_type(c, c->in[0]);
+  tpu_hlo_type_t xt = tpu_op_type(c, c->in[0]);
   int64_t OH = tpu_op_int(c, 0), OW = tpu_op_int(c, 1);
   if (xt.rank != 3 && xt.rank != 4) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: Expected 3D or 4D tensor, but got %dD", c->name, xt.rank);
@@ -822,7 +806,7 @@ static void rule_adaptive_avg_pool2d(tpu_op_ctx_t *c) {
 
 /* _adaptive_avg_pool2d_backward: inputs (grad_output, self). */
 static void rule_adaptive_avg_pool2d_backward(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t gt = nn_type(c, c->in[0]), xt = nn_type(c, c->in[1]);
+  tpu_hlo_type_t gt = tpu_op_type(c, c->in[0]), xt = tpu_op_type(c, c->in[1]);
   if (gt.rank != xt.rank || gt.rank < 3) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: grad_output and input ranks differ", c->name);
     return;
@@ -838,7 +822,7 @@ static void rule_adaptive_avg_pool2d_backward(tpu_op_ctx_t *c) {
 /* Gathers x [N,C,H,W] at constant indices idx[L] along dim. */
 static tpu_hlo_value_t nn_take_const(tpu_op_ctx_t *c, tpu_hlo_value_t x, int dim, const int64_t *idx, int64_t L) {
   tpu_hlo_func_t *f = c->f;
-  tpu_hlo_type_t t = nn_type(c, x);
+  tpu_hlo_type_t t = tpu_op_type(c, x);
   int64_t d2[2] = {L, 1};
   tpu_hlo_value_t iv = tpu_hlo_constant_i64s(f, tpu_hlo_type_make(TPU_S64, 2, d2), idx);
   tpu_hlo_gather_dims_t gd;
@@ -859,7 +843,7 @@ static tpu_hlo_value_t nn_take_const(tpu_op_ctx_t *c, tpu_hlo_value_t x, int dim
  * -> (values, indices s64 flat into the plane). */
 static void rule_adaptive_max_pool2d(tpu_op_ctx_t *c) {
   tpu_hlo_func_t *f = c->f;
-  tpu_hlo_type_t xt = nn_type(c, c->in[0]);
+  tpu_hlo_type_t xt = tpu_op_type(c, c->in[0]);
   int64_t O[2] = {tpu_op_int(c, 0), tpu_op_int(c, 1)};
   if (xt.rank != 3 && xt.rank != 4) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: Expected 3D or 4D tensor, but got %dD", c->name, xt.rank);
@@ -919,7 +903,7 @@ static void rule_adaptive_max_pool2d(tpu_op_ctx_t *c) {
 
 /* adaptive_max_pool2d_backward: inputs (grad_output, self, indices). */
 static void rule_adaptive_max_pool2d_backward(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t xt = nn_type(c, c->in[1]), gt = nn_type(c, c->in[0]);
+  tpu_hlo_type_t xt = tpu_op_type(c, c->in[1]), gt = tpu_op_type(c, c->in[0]);
   if (xt.rank != 3 && xt.rank != 4) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: Expected 3D or 4D tensor, but got %dD", c->name, xt.rank);
     return;
@@ -956,7 +940,7 @@ static void rule_native_batch_norm(tpu_op_ctx_t *c) {
     return;
   }
   int iw = 1, ib = 1 + hw, irm = 1 + hw + hb, irv = irm + 1, imom = 1 + hw + hb + 2 * hr, ieps = imom + 1;
-  tpu_hlo_type_t xt = nn_type(c, c->in[0]);
+  tpu_hlo_type_t xt = tpu_op_type(c, c->in[0]);
   if (xt.rank < 2) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: running_mean should contain %lld elements not ...; input must have at least 2 dims",
                 c->name, (long long)(xt.rank ? xt.dims[0] : 0));
@@ -969,11 +953,11 @@ static void rule_native_batch_norm(tpu_op_ctx_t *c) {
   }
   int64_t C = xt.dims[1];
   for (int i = 1; i < imom; i++) {
-    tpu_hlo_type_t pt = nn_type(c, c->in[i]);
+    tpu_hlo_type_t pt = tpu_op_type(c, c->in[i]);
     if (pt.rank != 1 || pt.dims[0] != C) {
       char b1[64];
       tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: expected weight/bias/running stats of %lld elements, got %s",
-                  c->name, (long long)C, nn_shape(&pt, b1, sizeof b1));
+                  c->name, (long long)C, tpu_op_shape_str(&pt, b1, sizeof b1));
       return;
     }
   }
@@ -1015,7 +999,7 @@ static void rule_native_batch_norm(tpu_op_ctx_t *c) {
     if (hr) {
       tpu_hlo_value_t m = nn_scalar_in(c, imom, acc, &ct);
       tpu_hlo_value_t one_m = nn_bin(c, "subtract", tpu_hlo_constant(f, ct, 1.0), m);
-      tpu_dtype_t rmd = nn_type(c, c->in[irm]).dtype, rvd = nn_type(c, c->in[irv]).dtype;
+      tpu_dtype_t rmd = tpu_op_type(c, c->in[irm]).dtype, rvd = tpu_op_type(c, c->in[irv]).dtype;
       tpu_hlo_value_t rm = nn_bin(c, "add", nn_bin(c, "multiply", one_m, tpu_hlo_cast(f, c->in[irm], acc)),
                                   nn_bin(c, "multiply", m, mean));
       double corr = n > 1 ? (double)n / (double)(n - 1) : INFINITY;
@@ -1050,7 +1034,7 @@ static void rule_native_batch_norm_backward(tpu_op_ctx_t *c) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: %s must be defined", c->name, train ? "save_mean" : "running_mean");
     return;
   }
-  tpu_hlo_type_t xt = nn_type(c, c->in[1]);
+  tpu_hlo_type_t xt = tpu_op_type(c, c->in[1]);
   tpu_dtype_t acc = nn_acc(xt.dtype);
   tpu_hlo_type_t at = xt;
   at.dtype = acc;
@@ -1074,7 +1058,7 @@ static void rule_native_batch_norm_backward(tpu_op_ctx_t *c) {
     invstd = tpu_hlo_unary(f, "rsqrt", nn_bin(c, "add", tpu_hlo_cast(f, c->in[irv], acc), nn_scalar_in(c, ieps, acc, &ct)));
   }
   tpu_hlo_value_t w = hw ? tpu_hlo_cast(f, c->in[iw], acc) : tpu_hlo_constant(f, ct, 1.0);
-  tpu_dtype_t wdt = hw ? nn_type(c, c->in[iw]).dtype : xt.dtype;
+  tpu_dtype_t wdt = hw ? tpu_op_type(c, c->in[iw]).dtype : xt.dtype;
   tpu_hlo_value_t xc = nn_bin(c, "subtract", x, nn_bcast_dim(c, mean, &at, 1));
   tpu_hlo_value_t sum_g = nn_sum(c, g, rd, nrd);
   tpu_hlo_value_t dotp = nn_sum(c, nn_bin(c, "multiply", g, xc), rd, nrd);
@@ -1136,19 +1120,19 @@ static void rule_native_layer_norm(tpu_op_ctx_t *c) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: expected %d inputs for the given flags, got %d", c->name, 2 + hw + hb, c->nin);
     return;
   }
-  tpu_hlo_type_t xt = nn_type(c, c->in[0]);
+  tpu_hlo_type_t xt = tpu_op_type(c, c->in[0]);
   int axis;
   int64_t M;
   if (!nn_ln_setup(c, &xt, nnorm, &axis, &M)) return;
   if (!nn_float_check(c, xt.dtype)) return;
   for (int i = 1; i <= hw + hb; i++) {
-    tpu_hlo_type_t pt = nn_type(c, c->in[i]);
+    tpu_hlo_type_t pt = tpu_op_type(c, c->in[i]);
     int ok = pt.rank == nnorm;
     for (int d = 0; ok && d < pt.rank; d++) ok = pt.dims[d] == xt.dims[axis + d];
     if (!ok) {
       char b1[64], b2[64];
       tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: Expected weight/bias to be of same shape as normalized_shape, but got weight of shape %s and input of shape %s",
-                  c->name, nn_shape(&pt, b1, sizeof b1), nn_shape(&xt, b2, sizeof b2));
+                  c->name, tpu_op_shape_str(&pt, b1, sizeof b1), tpu_op_shape_str(&xt, b2, sizeof b2));
       return;
     }
   }
@@ -1187,7 +1171,7 @@ static void rule_native_layer_norm_backward(tpu_op_ctx_t *c) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: expected %d inputs for the given flags, got %d", c->name, 4 + hw + hb, c->nin);
     return;
   }
-  tpu_hlo_type_t xt = nn_type(c, c->in[1]);
+  tpu_hlo_type_t xt = tpu_op_type(c, c->in[1]);
   int axis;
   int64_t M;
   if (!nn_ln_setup(c, &xt, nnorm, &axis, &M)) return;
@@ -1222,11 +1206,11 @@ static void rule_native_layer_norm_backward(tpu_op_ctx_t *c) {
   int64_t lead_dims[TPU_MAX_RANK];
   for (int i = 0; i < axis; i++) lead_dims[i] = i;
   if (m[1]) {
-    tpu_dtype_t wdt = hw ? nn_type(c, c->in[4]).dtype : xt.dtype;
+    tpu_dtype_t wdt = hw ? tpu_op_type(c, c->in[4]).dtype : xt.dtype;
     outs[no++] = tpu_hlo_cast(f, nn_sum(c, nn_bin(c, "multiply", g, xhat), lead_dims, axis), wdt);
   }
   if (m[2]) {
-    tpu_dtype_t bdt = hb ? nn_type(c, c->in[4 + hw]).dtype : xt.dtype;
+    tpu_dtype_t bdt = hb ? tpu_op_type(c, c->in[4 + hw]).dtype : xt.dtype;
     outs[no++] = tpu_hlo_cast(f, nn_sum(c, g, lead_dims, axis), bdt);
   }
   if (!no) {
@@ -1241,7 +1225,7 @@ static void rule_native_layer_norm_backward(tpu_op_ctx_t *c) {
 /* embedding: inputs (weight [V, D], indices (any shape, integer)) ->
  * indices.shape + [D].  No attrs (padding_idx only matters for backward). */
 static void rule_embedding(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t wt = nn_type(c, c->in[0]), it = nn_type(c, c->in[1]);
+  tpu_hlo_type_t wt = tpu_op_type(c, c->in[0]), it = tpu_op_type(c, c->in[1]);
   if (wt.rank != 2) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: 'weight' must be 2-D", c->name);
     return;
@@ -1273,7 +1257,7 @@ static void rule_embedding_dense_backward(tpu_op_ctx_t *c) {
   tpu_hlo_func_t *f = c->f;
   int64_t V = tpu_op_int(c, 0), pad = tpu_op_int(c, 1);
   int scale = (int)tpu_op_int(c, 2);
-  tpu_hlo_type_t gt = nn_type(c, c->in[0]), it = nn_type(c, c->in[1]);
+  tpu_hlo_type_t gt = tpu_op_type(c, c->in[0]), it = tpu_op_type(c, c->in[1]);
   if (gt.rank != it.rank + 1) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: grad must have one more dim than indices", c->name);
     return;
@@ -1349,8 +1333,8 @@ typedef struct {
 
 static int nn_nll_setup(tpu_op_ctx_t *c, int ix, int it, int iw, int64_t ignore, nn_nll_t *s) {
   tpu_hlo_func_t *f = c->f;
-  s->xt = nn_type(c, c->in[ix]);
-  s->tt = nn_type(c, c->in[it]);
+  s->xt = tpu_op_type(c, c->in[ix]);
+  s->tt = tpu_op_type(c, c->in[it]);
   if (s->xt.rank < 1) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: input tensor should be 1D or 2D", c->name);
     return 0;
@@ -1368,7 +1352,7 @@ static int nn_nll_setup(tpu_op_ctx_t *c, int ix, int it, int iw, int64_t ignore,
                   c->name, (long long)s->xt.dims[0], (long long)s->tt.dims[0]);
     else
       tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: input %s and target %s shapes do not match", c->name,
-                  nn_shape(&s->xt, b1, sizeof b1), nn_shape(&s->tt, b2, sizeof b2));
+                  tpu_op_shape_str(&s->xt, b1, sizeof b1), tpu_op_shape_str(&s->tt, b2, sizeof b2));
     return 0;
   }
   if (!tpu_dtype_is_int(s->tt.dtype)) {
@@ -1383,7 +1367,7 @@ static int nn_nll_setup(tpu_op_ctx_t *c, int ix, int it, int iw, int64_t ignore,
   wt.dtype = s->acc;
   tpu_hlo_value_t w;
   if (iw >= 0) {
-    tpu_hlo_type_t pw = nn_type(c, c->in[iw]);
+    tpu_hlo_type_t pw = tpu_op_type(c, c->in[iw]);
     int64_t C = s->xt.dims[s->cdim];
     if (pw.rank != 1 || pw.dims[0] != C) {
       tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: weight tensor should be defined either for all %lld classes or no classes but got weight tensor of shape: [%lld]",
@@ -1473,7 +1457,7 @@ static int nn_pair(tpu_op_ctx_t *c, int ia, int ib, tpu_hlo_value_t *a, tpu_hlo_
   int64_t d[TPU_MAX_RANK];
   int r = tpu_op_broadcast_shape(c, v, 2, d);
   if (r < 0) return 0;
-  tpu_dtype_t dt = nn_type(c, c->in[ia]).dtype;
+  tpu_dtype_t dt = tpu_op_type(c, c->in[ia]).dtype;
   if (!nn_float_check(c, dt)) return 0;
   tpu_dtype_t acc = nn_acc(dt);
   *t = tpu_hlo_type_make(acc, r, d);
@@ -1488,7 +1472,7 @@ static void rule_mse_loss(tpu_op_ctx_t *c) {
   tpu_hlo_type_t t;
   if (!nn_pair(c, 0, 1, &a, &b, &t)) return;
   tpu_hlo_value_t d = nn_bin(c, "subtract", a, b);
-  tpu_op_set_output(c, nn_reduce_loss(c, nn_bin(c, "multiply", d, d), tpu_op_int(c, 0), nn_type(c, c->in[0]).dtype));
+  tpu_op_set_output(c, nn_reduce_loss(c, nn_bin(c, "multiply", d, d), tpu_op_int(c, 0), tpu_op_type(c, c->in[0]).dtype));
 }
 
 /* mse_loss_backward: inputs (grad_output, self, target); attrs [reduction]. */
@@ -1498,7 +1482,7 @@ static void rule_mse_loss_backward(tpu_op_ctx_t *c) {
   if (!nn_pair(c, 1, 2, &a, &b, &t)) return;
   tpu_hlo_value_t g = nn_loss_grad_scale(c, 0, tpu_op_int(c, 0), &t);
   tpu_hlo_value_t r = nn_bin(c, "multiply", nn_bin(c, "multiply", nn_const(c, &t, 2.0), nn_bin(c, "subtract", a, b)), g);
-  tpu_op_set_output(c, tpu_hlo_cast(c->f, r, nn_type(c, c->in[1]).dtype));
+  tpu_op_set_output(c, tpu_hlo_cast(c->f, r, tpu_op_type(c, c->in[1]).dtype));
 }
 
 /* smooth_l1_loss: inputs (self, target, beta); attrs [reduction]. */
@@ -1512,7 +1496,7 @@ static void rule_smooth_l1_loss(tpu_op_ctx_t *c) {
   tpu_hlo_value_t q = nn_bin(c, "divide", nn_bin(c, "multiply", half, nn_bin(c, "multiply", z, z)), beta);
   tpu_hlo_value_t l = nn_bin(c, "subtract", z, nn_bin(c, "multiply", half, beta));
   tpu_hlo_value_t loss = tpu_hlo_select(c->f, tpu_hlo_compare(c->f, "LT", z, beta), q, l);
-  tpu_op_set_output(c, nn_reduce_loss(c, loss, tpu_op_int(c, 0), nn_type(c, c->in[0]).dtype));
+  tpu_op_set_output(c, nn_reduce_loss(c, loss, tpu_op_int(c, 0), tpu_op_type(c, c->in[0]).dtype));
 }
 
 /* smooth_l1_loss_backward: inputs (grad_output, self, target, beta); attrs [reduction]. */
@@ -1528,7 +1512,7 @@ static void rule_smooth_l1_loss_backward(tpu_op_ctx_t *c) {
   tpu_hlo_value_t r = nn_bin(c, "divide", x, beta);
   r = tpu_hlo_select(f, tpu_hlo_compare(f, "GT", x, beta), nn_const(c, &t, 1.0), r);
   r = tpu_hlo_select(f, tpu_hlo_compare(f, "LT", x, nbeta), nn_const(c, &t, -1.0), r);
-  tpu_op_set_output(c, tpu_hlo_cast(f, nn_bin(c, "multiply", r, g), nn_type(c, c->in[1]).dtype));
+  tpu_op_set_output(c, tpu_hlo_cast(f, nn_bin(c, "multiply", r, g), tpu_op_type(c, c->in[1]).dtype));
 }
 
 /* huber_loss: inputs (self, target, delta); attrs [reduction]. */
@@ -1542,7 +1526,7 @@ static void rule_huber_loss(tpu_op_ctx_t *c) {
   tpu_hlo_value_t q = nn_bin(c, "multiply", half, nn_bin(c, "multiply", z, z));
   tpu_hlo_value_t l = nn_bin(c, "multiply", delta, nn_bin(c, "subtract", z, nn_bin(c, "multiply", half, delta)));
   tpu_hlo_value_t loss = tpu_hlo_select(c->f, tpu_hlo_compare(c->f, "LT", z, delta), q, l);
-  tpu_op_set_output(c, nn_reduce_loss(c, loss, tpu_op_int(c, 0), nn_type(c, c->in[0]).dtype));
+  tpu_op_set_output(c, nn_reduce_loss(c, loss, tpu_op_int(c, 0), tpu_op_type(c, c->in[0]).dtype));
 }
 
 /* huber_loss_backward: inputs (grad_output, self, target, delta); attrs [reduction]. */
@@ -1556,7 +1540,7 @@ static void rule_huber_loss_backward(tpu_op_ctx_t *c) {
   tpu_hlo_value_t x = nn_bin(c, "subtract", a, b);
   tpu_hlo_value_t r = tpu_hlo_select(f, tpu_hlo_compare(f, "GT", x, delta), delta, x);
   r = tpu_hlo_select(f, tpu_hlo_compare(f, "LT", x, tpu_hlo_unary(f, "negate", delta)), tpu_hlo_unary(f, "negate", delta), r);
-  tpu_op_set_output(c, tpu_hlo_cast(f, nn_bin(c, "multiply", r, g), nn_type(c, c->in[1]).dtype));
+  tpu_op_set_output(c, tpu_hlo_cast(f, nn_bin(c, "multiply", r, g), tpu_op_type(c, c->in[1]).dtype));
 }
 
 /* binary_cross_entropy: inputs (self, target, [weight]); attrs [reduction,
@@ -1564,13 +1548,13 @@ static void rule_huber_loss_backward(tpu_op_ctx_t *c) {
 static void rule_binary_cross_entropy(tpu_op_ctx_t *c) {
   tpu_hlo_func_t *f = c->f;
   int hw = (int)tpu_op_int(c, 1);
-  tpu_hlo_type_t xt0 = nn_type(c, c->in[0]), yt0 = nn_type(c, c->in[1]);
+  tpu_hlo_type_t xt0 = tpu_op_type(c, c->in[0]), yt0 = tpu_op_type(c, c->in[1]);
   if (!tpu_hlo_type_equal(&xt0, &yt0) && tpu_hlo_type_numel(&xt0) != tpu_hlo_type_numel(&yt0)) {
     char b1[64], b2[64];
     tpu_op_fail(c, TPU_INVALID_ARGUMENT,
                 "%s: Using a target size (%s) that is different to the input size (%s) is deprecated. Please "
                 "ensure they have the same size.",
-                c->name, nn_shape(&yt0, b1, sizeof b1), nn_shape(&xt0, b2, sizeof b2));
+                c->name, tpu_op_shape_str(&yt0, b1, sizeof b1), tpu_op_shape_str(&xt0, b2, sizeof b2));
     return;
   }
   tpu_hlo_value_t x, y;
@@ -1598,7 +1582,7 @@ static void rule_binary_cross_entropy_backward(tpu_op_ctx_t *c) {
                                nn_const(c, &t, 1e-12));
   tpu_hlo_value_t r = nn_bin(c, "divide", nn_bin(c, "multiply", g, nn_bin(c, "subtract", x, y)), den);
   if (hw) r = nn_bin(c, "multiply", r, tpu_hlo_broadcast_to(f, tpu_hlo_cast(f, c->in[3], t.dtype), t.rank, t.dims));
-  tpu_op_set_output(c, tpu_hlo_cast(f, r, nn_type(c, c->in[1]).dtype));
+  tpu_op_set_output(c, tpu_hlo_cast(f, r, tpu_op_type(c, c->in[1]).dtype));
 }
 
 const tpu_op_rule_t tpu_rules_nn[] = {

@@ -191,3 +191,19 @@ int64_t tpu_op_dim(tpu_op_ctx_t *c, int64_t dim, int rank) {
   }
   return dim < 0 ? dim + r : dim;
 }
+
+tpu_hlo_type_t tpu_op_type(tpu_op_ctx_t *c, tpu_hlo_value_t v) {
+  const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, v);
+  if (t) return *t;
+  tpu_hlo_type_t z;
+  memset(&z, 0, sizeof z);
+  return z;
+}
+
+const char *tpu_op_shape_str(const tpu_hlo_type_t *t, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < t->rank && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}

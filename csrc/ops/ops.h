@@ -92,6 +92,10 @@ void tpu_op_fail(tpu_op_ctx_t *c, tpu_code_t code, const char *fmt, ...) TPU_PRI
  * message like PyTorch's ("The size of tensor a (3) must match the size of
  * tensor b (4) at non-singleton dimension 1"). Returns rank, -1 on error. */
 int tpu_op_broadcast_shape(tpu_op_ctx_t *c, const tpu_hlo_value_t *vals, int n, int64_t *out_dims);
+/* The type of v by value (an invalid 0-d type for TPU_HLO_NONE). */
+tpu_hlo_type_t tpu_op_type(tpu_op_ctx_t *c, tpu_hlo_value_t v);
+/* "[2, 3]" for messages; returns buf. */
+const char *tpu_op_shape_str(const tpu_hlo_type_t *t, char *buf, size_t n);
 /* Normalises a possibly negative dim for rank (fails with IndexError text
  * "Dimension out of range (expected to be in range of [-r, r-1], but got d)"). */
 int64_t tpu_op_dim(tpu_op_ctx_t *c, int64_t dim, int rank);
