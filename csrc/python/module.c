@@ -264,7 +264,9 @@ static PyObject *make_tensor(tpu_storage_t *s /* ref moved in */, int rank, cons
   int64_t numel = 1;
   for (int i = 0; i < rank; i++) numel *= dims[i];
   size_t nbytes = (size_t)numel * tpu_dtype_size(dt);
-  PyObject *ptr = PyLong_FromVoidPtr((void *)((uintptr_t)s | 0));
+  /* the data pointer PyTorch sees is the engine storage's address: unique
+   * while the storage lives, and never dereferenced (no tpu kernel reads it) */
+  PyObject *ptr = PyLong_FromVoidPtr((void *)s);
   PyObject *nb = PyLong_FromSize_t(nbytes);
   PyObject *ts = (ptr && nb) ? PyObject_CallFunctionObjArgs(F.construct_storage, ptr, dev, nb, NULL) : NULL;
   Py_XDECREF(ptr);
