@@ -18,11 +18,22 @@ ENGINE_LIB := $(BUILD)/libtpu_engine.a
 TESTC_SRCS := $(wildcard tests/c/*.c)
 TESTC_BIN := $(BUILD)/test_c
 PYEXT_SRCS := $(wildcard csrc/python/*.c)
+PYEXT_OBJS := $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(PYEXT_SRCS))
+TORCH_SRCS := $(wildcard csrc/torch/*.cpp)
+TORCH_OBJS := $(patsubst csrc/%.cpp,$(BUILD)/obj/%.o,$(TORCH_SRCS))
+TORCH_HDRS := $(wildcard csrc/torch/*.h)
 STAMP := $(VENV)/.installed
 SITE = $(shell $(VPY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')
-EXT_SUFFIX = .abi3.so
 PYINC = $(shell $(VPY) -c 'import sysconfig;print(sysconfig.get_paths()["include"])')
-PYEXT := torch_tpu/_C$(EXT_SUFFIX)
+# The extension links PyTorch (its C++ device interfaces): one build per
+# Python and torch version, named with the interpreter's suffix.
+PYEXT := torch_tpu/_C.cpython-311-x86_64-linux-gnu.so
+PYEXT_NAME = torch_tpu/_C$(shell $(VPY) -c 'import sysconfig;print(sysconfig.get_config_var("EXT_SUFFIX"))')
+TORCH_DIR = $(shell $(VPY) -c 'import importlib.util as u;print(u.find_spec("torch").submodule_search_locations[0])')
+CXX ?= g++
+CXXFLAGS_TORCH = -std=c++17 -fPIC -Icsrc -isystem $(TORCH_DIR)/include \
+  -isystem $(TORCH_DIR)/include/torch/csrc/api/include -isystem $(PYINC) -D_GLIBCXX_USE_CXX11_ABI=1 \
+  -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers $(if $(filter true,$(CI)),-Werror)
 TEST_MODES ?= strict debug fused
 
 .PHONY: all venv build demo test test-c test-py valgrind valgrind-all bench bench-pjrt clean
@@ -52,10 +63,20 @@ $(ENGINE_LIB): $(ENGINE_OBJS)
 $(TESTC_BIN): $(TESTC_SRCS) $(ENGINE_LIB) $(ENGINE_HDRS)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -Itests/c $(TESTC_SRCS) $(ENGINE_LIB) -ldl -lpthread -lm -o $@
 
-# ---- python extension (limited API) ----------------------------------------------
-$(PYEXT): $(PYEXT_SRCS) $(ENGINE_LIB) $(ENGINE_HDRS) $(STAMP)
-	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -DPy_LIMITED_API=0x030B0000 -I$(PYINC) -shared \
-	  $(PYEXT_SRCS) $(ENGINE_LIB) -ldl -lpthread -lm -o $@
+# ---- python extension: the engine's C face + the C++ layer over PyTorch ------------
+$(BUILD)/obj/python/%.o: csrc/python/%.c $(ENGINE_HDRS) | $(STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -DPy_LIMITED_API=0x030B0000 -I$(PYINC) -c $< -o $@
+
+$(BUILD)/obj/torch/%.o: csrc/torch/%.cpp $(TORCH_HDRS) $(ENGINE_HDRS) | $(STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_TORCH) $(CFLAGS) -c $< -o $@
+
+$(PYEXT): $(PYEXT_OBJS) $(TORCH_OBJS) $(ENGINE_LIB) $(STAMP)
+	@test "$(PYEXT)" = "$(PYEXT_NAME)" || { echo "this Python names extensions $(PYEXT_NAME)"; exit 1; }
+	$(CXX) -shared $(PYEXT_OBJS) $(TORCH_OBJS) $(ENGINE_LIB) -L$(TORCH_DIR)/lib -lc10 -ltorch -ltorch_cpu \
+	  -ltorch_python -Wl,-rpath,$(TORCH_DIR)/lib -ldl -lpthread -lm -o $@
+	rm -f torch_tpu/_C.abi3.so
 
 # ---- C demo and PJRT benchmark -------------------------------------------------------
 DEMO_C := $(BUILD)/demo_c
@@ -71,7 +92,7 @@ $(BENCH_PJRT): bench/c/bench_pjrt.c $(ENGINE_LIB) $(ENGINE_HDRS)
 bench-pjrt: $(STAMP) $(BENCH_PJRT)
 	TORCH_TPU_SITE_DIRS=$(SITE) $(BENCH_PJRT) bench/pjrt_results.json
 
-build: $(STAMP) $(ENGINE_LIB) $(TESTC_BIN) $(DEMO_C) $(if $(PYEXT_SRCS),$(PYEXT))
+build: $(STAMP) $(ENGINE_LIB) $(TESTC_BIN) $(DEMO_C) $(PYEXT)
 
 # The C tests find the CPU plugin inside the venv's site-packages.
 test-c: $(STAMP) $(TESTC_BIN)
@@ -106,4 +127,4 @@ bench: build
 	$(VPY) bench/run.py
 
 clean:
-	rm -rf $(BUILD) $(PYEXT)
+	rm -rf $(BUILD) torch_tpu/_C*.so

@@ -280,5 +280,21 @@ def _cpu_fallback(op, *args, **kwargs):
     return tree_map(back, res)
 
 
-_fallback_lib = torch.library.Library("_", "IMPL")
-_fallback_lib.fallback(_cpu_fallback, "PrivateUse1")
+def _first_use_fallback(op, *args, **kwargs):
+    """The PrivateUse1 fallback.  Before the engine has started (the first
+    op on the device), it starts it, which registers the kernels, and calls
+    the op again; after that it is the CPU fallback."""
+    if not _C.started():
+        _C.ensure_started()
+        return op(*args, **kwargs)
+    return _cpu_fallback(op, *args, **kwargs)
+
+
+_fallback_lib = None
+
+
+def install_fallback():
+    global _fallback_lib
+    if _fallback_lib is None:
+        _fallback_lib = torch.library.Library("_", "IMPL")
+        _fallback_lib.fallback(_first_use_fallback, "PrivateUse1")

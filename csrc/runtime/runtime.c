@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/arena.h"
 #include "base/hash.h"
 #include "runtime/cache.h"
+#include "runtime/event.h"
 
 /* ---- values ------------------------------------------------------------------ */
 
@@ -24,11 +26,17 @@ struct tpu_value {
   int in_index;
 };
 
+/* A storage's value is NULL until first used: such a storage reads as
+ * zeros (materialised lazily, in the graph that first reads it), so
+ * torch.empty and allocator storages cost nothing until touched.  An
+ * untyped storage (made from a byte count by the allocator) takes the dtype
+ * of the first view that touches it. */
 struct tpu_storage {
   int refs;
   tpu_dtype_t dtype;
   int64_t numel;
   int device;
+  bool untyped;
   tpu_value_t *value;
 };
 
@@ -75,7 +83,6 @@ typedef struct tpu_sig {
  * recur (lr, eps, alpha).  A value is admitted on its second sighting, so
  * scalars that change every step (bias corrections) never fill it. */
 #define TPU_SCALAR_SLOTS 256
-#define TPU_INFLIGHT_MAX 128
 typedef struct tpu_scalar_slot {
   int used;
   tpu_dtype_t dtype;
@@ -96,10 +103,7 @@ static struct {
   int64_t nsigs;
   tpu_scalar_slot_t scalars[TPU_SCALAR_SLOTS];
   uint64_t scalar_seen[TPU_SCALAR_SLOTS];
-  /* one output of each execution not yet known complete: synchronize waits
-   * on them; the ring also bounds how far the host runs ahead */
-  tpu_value_t *inflight[TPU_INFLIGHT_MAX];
-  int ninflight;
+  int64_t mem_limit[TPU_PJRT_MAX_DEVICES]; /* bytes; 0 = the plugin's own limit */
   int64_t executions, flushes, ops_recorded, live_values, live_storages;
   int64_t scalar_hits, scalar_misses;
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -144,6 +148,19 @@ static tpu_storage_t *storage_new(tpu_value_t *value /* ref moved in */) {
   return s;
 }
 
+/* A storage with no value yet (reads as zeros). */
+static tpu_storage_t *storage_new_lazy(int device, tpu_dtype_t dtype, int64_t numel, bool untyped) {
+  tpu_storage_t *s = (tpu_storage_t *)calloc(1, sizeof(*s));
+  if (!s) return NULL;
+  s->refs = 1;
+  s->dtype = dtype;
+  s->numel = numel;
+  s->device = device;
+  s->untyped = untyped;
+  R.live_storages++;
+  return s;
+}
+
 void tpu_storage_retain(tpu_storage_t *s) {
   LOCK();
   s->refs++;
@@ -154,7 +171,7 @@ void tpu_storage_release(tpu_storage_t *s) {
   if (!s) return;
   LOCK();
   if (--s->refs == 0) {
-    value_release(s->value);
+    if (s->value) value_release(s->value);
     R.live_storages--;
     free(s);
   }
@@ -165,6 +182,7 @@ int64_t tpu_storage_numel(const tpu_storage_t *s) { return s->numel; }
 tpu_dtype_t tpu_storage_dtype(const tpu_storage_t *s) { return s->dtype; }
 int tpu_storage_device(const tpu_storage_t *s) { return s->device; }
 const void *tpu_storage_value_id(const tpu_storage_t *s) { return s->value; }
+size_t tpu_storage_nbytes(const tpu_storage_t *s) { return (size_t)s->numel * tpu_dtype_size(s->dtype); }
 
 /* ---- lifetime -------------------------------------------------------------------- */
 
@@ -207,7 +225,6 @@ tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
 bool tpu_rt_initialized(void) { return R.initialized != 0; }
 
 static void graph_discard(void);
-static tpu_status_t inflight_drain(int n);
 
 void tpu_rt_shutdown(void) {
   LOCK();
@@ -216,7 +233,7 @@ void tpu_rt_shutdown(void) {
     return;
   }
   graph_discard();
-  tpu_status_free(inflight_drain(R.ninflight));
+  tpu_status_free(tpu_work_wait_all());
   for (int i = 0; i < TPU_SCALAR_SLOTS; i++) {
     if (R.scalars[i].used) value_release(R.scalars[i].value);
     R.scalars[i].used = 0;
@@ -523,32 +540,7 @@ static tpu_status_t graph_build_text(const int *live_node, const int *live_out, 
   return NULL;
 }
 
-/* Waits for the oldest `n` in-flight executions; returns the first error. */
-static tpu_status_t inflight_drain(int n) {
-  tpu_status_t first = NULL;
-  if (n > R.ninflight) n = R.ninflight;
-  for (int i = 0; i < n; i++) {
-    tpu_value_t *v = R.inflight[i];
-    if (v->buffer) {
-      tpu_status_t st = tpu_pjrt_buffer_await(v->buffer);
-      if (st && !first) first = st;
-      else if (st) tpu_status_free(st);
-    }
-    value_release(v);
-  }
-  memmove(R.inflight, R.inflight + n, sizeof(R.inflight[0]) * (size_t)(R.ninflight - n));
-  R.ninflight -= n;
-  return first;
-}
-
-static void inflight_push(tpu_value_t *v) {
-  if (R.ninflight == TPU_INFLIGHT_MAX) {
-    tpu_status_t st = inflight_drain(TPU_INFLIGHT_MAX / 2);
-    tpu_status_free(st); /* a failed value reports its error when read */
-  }
-  value_retain(v);
-  R.inflight[R.ninflight++] = v;
-}
+static tpu_status_t memory_check(int device, int64_t request, const char *what);
 
 static tpu_status_t graph_flush(void) {
   tpu_graph_t *g = &R.g;
@@ -611,18 +603,30 @@ static tpu_status_t graph_flush(void) {
     for (int i = 0; i < g->ninputs; i++) args[i] = g->inputs[i]->buffer;
     tpu_pjrt_buffer_t *const *arg_lists[1] = {args};
     tpu_pjrt_buffer_t **out_lists[1] = {outs};
-    tpu_pjrt_execute_options_t eo = {.device = g->device < 0 ? 0 : g->device,
-                                     .non_donatable = NULL, .num_non_donatable = 0,
-                                     .wait = R.mode == TPU_MODE_DEBUG};
-    st = tpu_pjrt_execute(exec, arg_lists, 1, (size_t)g->ninputs, &eo, out_lists);
-    R.executions++;
+    int device = g->device < 0 ? 0 : g->device;
+    int64_t out_bytes = 0;
+    for (int i = 0; i < nlive; i++) {
+      const tpu_hlo_type_t *t = &g->nodes[live_node[i]].outs[live_out[i]]->type;
+      out_bytes += tpu_hlo_type_numel(t) * (int64_t)tpu_dtype_size(t->dtype);
+    }
+    st = memory_check(device, out_bytes, g->nodes[live_node[0]].rule->name);
+    uint64_t seq = 0;
+    if (!st) {
+      seq = tpu_work_issue();
+      tpu_pjrt_execute_options_t eo = {.device = device, .non_donatable = NULL, .num_non_donatable = 0,
+                                       .wait = R.mode == TPU_MODE_DEBUG,
+                                       .on_done = tpu_work_done, .on_done_arg = (void *)(uintptr_t)seq};
+      st = tpu_pjrt_execute(exec, arg_lists, 1, (size_t)g->ninputs, &eo, out_lists);
+      R.executions++;
+      /* waited (debug) or failed before running: this piece is done now */
+      if (st || R.mode == TPU_MODE_DEBUG) tpu_work_done(NULL, (void *)(uintptr_t)seq);
+    }
     if (!st) {
       for (int i = 0; i < nlive; i++) {
         tpu_value_t *v = g->nodes[live_node[i]].outs[live_out[i]];
         v->buffer = outs[i];
         v->node = -1;
       }
-      if (R.mode != TPU_MODE_DEBUG) inflight_push(g->nodes[live_node[0]].outs[live_out[0]]);
     }
     free(args);
     free(outs);
@@ -753,10 +757,43 @@ static int view_attrs(const tpu_view_t *v, int64_t *ints) {
   return n;
 }
 
-static tpu_status_t check_view(const tpu_storage_t *s, const tpu_view_t *view) {
+static const char *dims_str(const int64_t *d, int n, char *buf, size_t size) {
+  size_t k = 0;
+  buf[k++] = '[';
+  for (int i = 0; i < n && k + 24 < size; i++)
+    k += (size_t)snprintf(buf + k, size - k, i ? ", %lld" : "%lld", (long long)d[i]);
+  snprintf(buf + k, size - k, "]");
+  return buf;
+}
+
+/* Checks that a view can be read from / written to its storage; an untyped
+ * storage with no value yet takes the view's dtype. */
+static tpu_status_t check_view(tpu_storage_t *s, const tpu_view_t *view) {
   if (view->rank < 0 || view->rank > TPU_MAX_RANK)
     return tpu_status_make(TPU_INVALID_ARGUMENT, "tensors of rank %d are not supported (max %d)", view->rank,
                            TPU_MAX_RANK);
+  size_t isz = tpu_dtype_size(view->dtype);
+  int64_t extent = 0; /* elements of view dtype the view reaches, 0 if empty */
+  bool empty = false;
+  for (int d = 0; d < view->rank; d++) empty |= view->sizes[d] == 0;
+  if (!empty) {
+    extent = view->offset + 1;
+    for (int d = 0; d < view->rank; d++) extent += (view->sizes[d] - 1) * view->strides[d];
+  }
+  if (isz && (size_t)extent * isz > tpu_storage_nbytes(s)) {
+    char a[256], b[256];
+    return tpu_status_make(TPU_INVALID_ARGUMENT,
+                           "setStorage: sizes %s, strides %s, storage offset %lld, and itemsize %zu requiring a "
+                           "storage size of %lld are out of bounds for storage of size %zu",
+                           dims_str(view->sizes, view->rank, a, sizeof(a)),
+                           dims_str(view->strides, view->rank, b, sizeof(b)), (long long)view->offset, isz,
+                           (long long)((size_t)extent * isz), tpu_storage_nbytes(s));
+  }
+  if (s->untyped && !s->value && view->dtype != s->dtype && isz && tpu_storage_nbytes(s) % isz == 0) {
+    s->numel = (int64_t)(tpu_storage_nbytes(s) / isz);
+    s->dtype = view->dtype;
+    s->untyped = false;
+  }
   if (view->dtype != s->dtype) {
     size_t a = tpu_dtype_size(s->dtype), b = tpu_dtype_size(view->dtype);
     if (!a || !b || ((size_t)s->numel * a) % b)
@@ -771,13 +808,40 @@ static tpu_status_t graph_add_node(const tpu_op_rule_t *rule, const tpu_ref_t *i
 
 /* A reference to a storage's value seen as `dtype` (bitcast when the view's
  * dtype differs from the storage's, e.g. torch.save's byte views). */
+static tpu_status_t input_ref(const tpu_rt_input_t *in, int device, tpu_ref_t *out);
+
+/* A storage with no value reads as zeros: a fill node in this graph (not
+ * kept by the storage, so a failed op leaves the storage as it was). */
+static tpu_status_t storage_zeros_ref(tpu_storage_t *s, int device, tpu_ref_t *out, const tpu_hlo_type_t **out_type) {
+  tpu_rt_input_t zero;
+  memset(&zero, 0, sizeof(zero));
+  zero.scalar_dtype = TPU_F32;
+  tpu_ref_t z;
+  TPU_PROPAGATE(input_ref(&zero, device, &z));
+  int64_t ints[3] = {s->dtype, 1, s->numel};
+  tpu_op_attrs_t a = {3, ints, 0, NULL};
+  static const tpu_op_rule_t *full;
+  if (!full) full = tpu_op_rule_find("full");
+  tpu_node_t *node;
+  TPU_PROPAGATE(graph_add_node(full, &z, 1, &a, device, &node));
+  *out = TPU_REF_NODE(R.g.nnodes - 1, 0);
+  *out_type = &node->outs[0]->type;
+  return NULL;
+}
+
 static tpu_status_t storage_ref(tpu_storage_t *s, tpu_dtype_t dtype, int device, tpu_ref_t *out,
                                 const tpu_hlo_type_t **out_type) {
   tpu_ref_t base;
-  TPU_PROPAGATE(graph_ref(s->value, &base));
-  if (dtype == s->value->type.dtype) {
+  const tpu_hlo_type_t *base_type;
+  if (s->value) {
+    TPU_PROPAGATE(graph_ref(s->value, &base));
+    base_type = &s->value->type;
+  } else {
+    TPU_PROPAGATE(storage_zeros_ref(s, device, &base, &base_type));
+  }
+  if (dtype == base_type->dtype) {
     *out = base;
-    *out_type = &s->value->type;
+    *out_type = base_type;
     return NULL;
   }
   int64_t code = dtype;
@@ -949,14 +1013,14 @@ tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const 
     if (dst_view->sizes[d] != 1 && dst_view->strides[d] != expect) full = false;
     expect *= dst_view->sizes[d];
   }
-  if (full && dst_view->dtype == dst->dtype && src->storage && src->storage->dtype == dst->dtype &&
-      src->view.dtype == dst->dtype &&
+  if (full && dst_view->dtype == dst->dtype && src->storage && src->storage->value &&
+      src->storage->dtype == dst->dtype && src->view.dtype == dst->dtype &&
       view_is_identity(&src->view, &src->storage->value->type) && src->storage->numel == numel &&
       src->view.rank == dst_view->rank &&
       !memcmp(src->view.sizes, dst_view->sizes, sizeof(int64_t) * (size_t)dst_view->rank)) {
     tpu_value_t *v = src->storage->value;
     value_retain(v);
-    value_release(dst->value);
+    if (dst->value) value_release(dst->value);
     dst->value = v;
     UNLOCK();
     return NULL;
@@ -986,7 +1050,7 @@ tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const 
   }
   tpu_value_t *nv = node->outs[0];
   value_retain(nv);
-  value_release(dst->value);
+  if (dst->value) value_release(dst->value);
   dst->value = nv;
   st = maybe_flush_after_op();
   UNLOCK();
@@ -1007,8 +1071,11 @@ tpu_status_t tpu_rt_storage_from_host(int device, tpu_dtype_t dtype, const int64
     return tpu_status_make(TPU_INVALID_ARGUMENT, "invalid device tpu:%d (%d device%s available)", device, n,
                            n == 1 ? "" : "s");
   }
+  int64_t numel = 1;
+  for (int d = 0; d < rank; d++) numel *= dims[d];
   tpu_pjrt_buffer_t *buf;
-  tpu_status_t st = tpu_pjrt_buffer_from_host(R.client, device, dtype, dims, rank, data, &buf);
+  tpu_status_t st = memory_check(device, numel * (int64_t)tpu_dtype_size(dtype), "copying to the device");
+  if (!st) st = tpu_pjrt_buffer_from_host(R.client, device, dtype, dims, rank, data, &buf);
   if (st) {
     UNLOCK();
     return st;
@@ -1028,12 +1095,270 @@ tpu_status_t tpu_rt_storage_from_host(int device, tpu_dtype_t dtype, const int64
   return NULL;
 }
 
+static tpu_status_t check_started_device(int device) {
+  if (!R.initialized) return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_NOT_STARTED_MSG);
+  int n = tpu_pjrt_client_device_count(R.client);
+  if (device < 0 || device >= n)
+    return tpu_status_make(TPU_INVALID_ARGUMENT, "invalid device tpu:%d (%d device%s available)", device, n,
+                           n == 1 ? "" : "s");
+  return NULL;
+}
+
+tpu_status_t tpu_rt_storage_alloc(int device, size_t nbytes, tpu_storage_t **out_storage) {
+  *out_storage = NULL;
+  LOCK();
+  tpu_status_t st = check_started_device(device);
+  if (!st) {
+    *out_storage = storage_new_lazy(device, TPU_U8, (int64_t)nbytes, true);
+    if (!*out_storage) st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  UNLOCK();
+  return st;
+}
+
+tpu_status_t tpu_rt_storage_empty(int device, tpu_dtype_t dtype, int64_t numel, tpu_storage_t **out_storage) {
+  *out_storage = NULL;
+  if (!tpu_dtype_valid((int)dtype) || numel < 0)
+    return tpu_status_make(TPU_INVALID_ARGUMENT, "storage of %lld elements of dtype code %d", (long long)numel,
+                           (int)dtype);
+  LOCK();
+  tpu_status_t st = check_started_device(device);
+  if (!st) {
+    *out_storage = storage_new_lazy(device, dtype, numel, false);
+    if (!*out_storage) st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  UNLOCK();
+  return st;
+}
+
+tpu_status_t tpu_rt_storage_resize(tpu_storage_t *s, size_t nbytes) {
+  LOCK();
+  size_t isz = tpu_dtype_size(s->dtype);
+  tpu_dtype_t dt = nbytes % isz == 0 ? s->dtype : TPU_U8;
+  size_t esz = tpu_dtype_size(dt);
+  int64_t numel = (int64_t)(nbytes / esz);
+  size_t keep = tpu_storage_nbytes(s) < nbytes ? tpu_storage_nbytes(s) : nbytes;
+  keep -= keep % esz;
+  tpu_status_t st = NULL;
+  if (!s->value || keep == 0) {
+    if (s->value) value_release(s->value);
+    s->value = NULL;
+  } else {
+    /* new value = the old one's first `keep` bytes, zeros after */
+    tpu_storage_t tmp = {.refs = 1, .dtype = dt, .numel = numel, .device = s->device};
+    tpu_view_t v = {.dtype = dt, .rank = 1, .sizes = {(int64_t)(keep / esz)}, .strides = {1}, .offset = 0};
+    tpu_rt_input_t src;
+    memset(&src, 0, sizeof(src));
+    src.storage = s;
+    src.view = v;
+    if (R.g.nnodes && R.g.device != s->device) st = graph_flush();
+    int mark = R.g.nnodes;
+    tpu_ref_t refs[2];
+    const tpu_hlo_type_t *bt;
+    if (!st) st = storage_ref(&tmp, dt, s->device, &refs[0], &bt);
+    if (!st) st = input_ref(&src, s->device, &refs[1]);
+    int64_t ints[2 + 2 * TPU_MAX_RANK + 1];
+    tpu_op_attrs_t a = {view_attrs(&v, ints), ints, 0, NULL};
+    tpu_node_t *node = NULL;
+    if (!st) st = graph_add_node(tpu_op_rule_find("view_write"), refs, 2, &a, s->device, &node);
+    if (st) {
+      graph_truncate(mark);
+      if (R.mode != TPU_MODE_FUSED) graph_discard();
+    } else {
+      value_retain(node->outs[0]);
+      value_release(s->value);
+      s->value = node->outs[0];
+    }
+  }
+  if (!st) {
+    s->dtype = dt;
+    s->numel = numel;
+    st = maybe_flush_after_op();
+  }
+  UNLOCK();
+  return st;
+}
+
+/* ---- device memory ---------------------------------------------------------------- */
+
+/* Host memory stands for device memory on the CPU plugin. */
+static void host_memory(int64_t *total, int64_t *avail) {
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  *total = pages > 0 && psize > 0 ? (int64_t)pages * psize : 0;
+  *avail = *total;
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return;
+  char line[256];
+  long long kb;
+  while (fgets(line, sizeof(line), f)) {
+    if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) {
+      *avail = (int64_t)kb * 1024;
+      break;
+    }
+  }
+  fclose(f);
+}
+
+static void memory_info_locked(int device, tpu_rt_memory_info_t *out) {
+  memset(out, 0, sizeof(*out));
+  tpu_pjrt_memory_stats(R.client, device, &out->stats);
+  int64_t total = out->stats.plugin_bytes_limit, free_b;
+  if (total > 0) {
+    int64_t used = out->stats.plugin_bytes_in_use >= 0 ? out->stats.plugin_bytes_in_use : out->stats.bytes_in_use;
+    free_b = total - used;
+  } else {
+    host_memory(&total, &free_b);
+  }
+  out->total_bytes = total;
+  out->free_bytes = free_b < 0 ? 0 : free_b;
+  out->limit_bytes = R.mem_limit[device] > 0 ? R.mem_limit[device] : total;
+}
+
+tpu_status_t tpu_rt_memory_info(int device, tpu_rt_memory_info_t *out) {
+  memset(out, 0, sizeof(*out));
+  LOCK();
+  tpu_status_t st = check_started_device(device);
+  if (!st) memory_info_locked(device, out);
+  UNLOCK();
+  return st;
+}
+
+tpu_status_t tpu_rt_set_memory_limit(int device, int64_t bytes) {
+  LOCK();
+  tpu_status_t st = check_started_device(device);
+  if (!st) R.mem_limit[device] = bytes > 0 ? bytes : 0;
+  UNLOCK();
+  return st;
+}
+
+static void fmt_bytes(int64_t b, char *buf, size_t n) {
+  double v = (double)b;
+  const char *u[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int i = 0;
+  while (v >= 1024 && i < 5) {
+    v /= 1024;
+    i++;
+  }
+  if (i == 0) snprintf(buf, n, "%lld bytes", (long long)b);
+  else snprintf(buf, n, "%.2f %s", v, u[i]);
+}
+
+/* Refuses an allocation of `request` bytes that would pass the device's
+ * limit (set_per_process_memory_fraction, or its whole capacity), with
+ * CUDA's message shape; the engine maps it to torch.OutOfMemoryError. */
+static tpu_status_t memory_check(int device, int64_t request, const char *what) {
+  if (request <= 0 || device < 0 || device >= TPU_PJRT_MAX_DEVICES) return NULL;
+  tpu_pjrt_memory_stats_t ms;
+  tpu_pjrt_memory_stats(NULL, device, &ms);
+  int64_t limit = R.mem_limit[device];
+  if (limit <= 0 && ms.bytes_in_use + request < ((int64_t)1 << 30)) return NULL; /* the common case: no probe */
+  tpu_rt_memory_info_t mi;
+  memory_info_locked(device, &mi);
+  if (limit <= 0) limit = mi.total_bytes;
+  if (limit <= 0 || ms.bytes_in_use + request <= limit) return NULL;
+  char a[32], b[32], c[32], d[32];
+  fmt_bytes(request, a, sizeof(a));
+  fmt_bytes(mi.total_bytes, b, sizeof(b));
+  fmt_bytes(ms.bytes_in_use, c, sizeof(c));
+  fmt_bytes(limit, d, sizeof(d));
+  return tpu_status_make(TPU_RESOURCE_EXHAUSTED,
+                         "tpu out of memory (%s). Tried to allocate %s. tpu:%d has a total capacity of %s; this "
+                         "process holds %s in device buffers and may use %s.",
+                         what, a, device, b, c, d);
+}
+
+void tpu_rt_memory_reset_peak(int device) { tpu_pjrt_memory_reset_peak(device); }
+void tpu_rt_memory_reset_accumulated(int device) { tpu_pjrt_memory_reset_accumulated(device); }
+
+/* Drops the device buffers the engine keeps for reuse (the scalar cache). */
+void tpu_rt_empty_cache(void) {
+  LOCK();
+  for (int i = 0; i < TPU_SCALAR_SLOTS; i++) {
+    if (R.scalars[i].used) value_release(R.scalars[i].value);
+    R.scalars[i].used = 0;
+    R.scalar_seen[i] = 0;
+  }
+  UNLOCK();
+}
+
+/* An asynchronous upload is a piece of work (events and synchronize
+ * cover it); its completion also tells the caller the host memory is free. */
+typedef struct upload_done {
+  uint64_t seq;
+  tpu_pjrt_done_fn done;
+  void *arg;
+} upload_done_t;
+
+static void upload_finished(tpu_status_t st, void *arg) {
+  upload_done_t u = *(upload_done_t *)arg;
+  free(arg);
+  tpu_work_done(st ? tpu_status_annotate(st, "copying to the device") : NULL, (void *)(uintptr_t)u.seq);
+  u.done(NULL, u.arg);
+}
+
+tpu_status_t tpu_rt_storage_from_host_async(int device, tpu_dtype_t dtype, const int64_t *dims, int rank,
+                                            const void *data, tpu_pjrt_done_fn done, void *arg,
+                                            tpu_storage_t **out_storage) {
+  *out_storage = NULL;
+  LOCK();
+  tpu_status_t st = check_started_device(device);
+  int64_t numel = 1;
+  for (int d = 0; d < rank; d++) numel *= dims[d];
+  if (!st) st = memory_check(device, numel * (int64_t)tpu_dtype_size(dtype), "copying to the device");
+  upload_done_t *u = st ? NULL : (upload_done_t *)malloc(sizeof(*u));
+  if (!st && !u) st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (st) {
+    UNLOCK();
+    return st;
+  }
+  u->done = done;
+  u->arg = arg;
+  u->seq = tpu_work_issue();
+  tpu_pjrt_buffer_t *buf = NULL;
+  st = tpu_pjrt_buffer_from_host_async(R.client, device, dtype, dims, rank, data, upload_finished, u, &buf);
+  if (st) {
+    tpu_work_done(NULL, (void *)(uintptr_t)u->seq);
+    free(u);
+    UNLOCK();
+    return st;
+  }
+  tpu_hlo_type_t t = tpu_hlo_type_make(dtype, rank, dims);
+  tpu_value_t *v = value_new(&t, device);
+  tpu_storage_t *s = v ? storage_new(v) : NULL;
+  if (!s) {
+    if (v) value_release(v);
+    else tpu_pjrt_buffer_destroy(buf);
+    UNLOCK();
+    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  v->buffer = buf;
+  *out_storage = s;
+  UNLOCK();
+  return NULL;
+}
+
+tpu_status_t tpu_rt_dma_map(void *data, size_t size) {
+  LOCK();
+  tpu_status_t st = R.initialized ? tpu_pjrt_dma_map(R.client, data, size)
+                                  : tpu_status_make(TPU_FAILED_PRECONDITION, TPU_NOT_STARTED_MSG);
+  UNLOCK();
+  return st;
+}
+
+tpu_status_t tpu_rt_dma_unmap(void *data) {
+  LOCK();
+  tpu_status_t st = R.initialized ? tpu_pjrt_dma_unmap(R.client, data)
+                                  : tpu_status_make(TPU_FAILED_PRECONDITION, TPU_NOT_STARTED_MSG);
+  UNLOCK();
+  return st;
+}
+
 tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void *dst, size_t nbytes) {
   LOCK();
   tpu_status_t st = check_view(s, view);
   tpu_value_t *v = NULL;
   if (!st) {
-    if (view->dtype == s->value->type.dtype && view_is_identity(view, &s->value->type)) {
+    if (s->value && view->dtype == s->value->type.dtype && view_is_identity(view, &s->value->type)) {
       v = s->value;
       value_retain(v);
       if (!v->buffer) st = graph_flush();
@@ -1071,10 +1396,9 @@ tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void 
 tpu_status_t tpu_rt_synchronize(void) {
   LOCK();
   tpu_status_t st = graph_flush();
-  /* PJRT has no device-wide barrier: wait on one output of every execution
-   * issued since the last synchronize */
-  tpu_status_t wst = inflight_drain(R.ninflight);
   UNLOCK();
+  /* PJRT has no device-wide barrier: wait for every piece of work issued */
+  tpu_status_t wst = tpu_work_wait_all();
   if (st) {
     tpu_status_free(wst);
     return st;
