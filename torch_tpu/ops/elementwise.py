@@ -44,7 +44,7 @@ def reg(functional, out=None, inplace=None, fast=None, float_only=False):
 
         kernel.__name__ = fn.__name__
         if fast:
-            impl(functional, _C.fast_binary(fast, kernel, float_only), fallback=False)
+            _C.register_fast_kernel(functional, kernel)
             register(None, out=out, inplace=inplace)(kernel)
         else:
             register(functional, out=out, inplace=inplace)(kernel)
