@@ -281,6 +281,7 @@ void tpu_rt_stats(tpu_rt_stats_t *out) {
     out->mem_bytes = cs.mem_bytes;
     out->disk_entries = cs.disk_entries;
     out->disk_bytes = cs.disk_bytes;
+    out->disk_refused = cs.disk_refused;
   }
   out->executions = R.executions;
   out->flushes = R.flushes;
