@@ -171,22 +171,31 @@ def _copy_structure(x, fn):
 STORAGE_OPS = {"as_strided", "as_strided_copy", "as_strided_scatter"}
 
 
-def _storage_copy(t, device):
-    """A copy of t's whole storage on device, viewed as t is."""
+def _storage_copy(t, device, memo=None):
+    """A copy of t's whole storage on device, viewed as t is.  Tensors of one
+    storage (and dtype) copied with the same memo share the copy, so that
+    aliasing (an out= that overlaps an input) survives the copy."""
     import torch
-    n = t.untyped_storage().nbytes() // t.element_size()
-    flat = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage(), 0, (n,), (1,))
-    base = flat.clone() if device == "cpu" else flat.to(device)
+    st = t.untyped_storage()
+    key = (st.data_ptr(), st.nbytes(), t.dtype)
+    base = memo.get(key) if memo is not None and st.nbytes() else None
+    if base is None:
+        n = st.nbytes() // t.element_size()
+        flat = torch.empty(0, dtype=t.dtype).set_(st, 0, (n,), (1,))
+        base = flat.clone() if device == "cpu" else flat.to(device)
+        if memo is not None and st.nbytes():
+            memo[key] = base
     return base.as_strided(t.shape, t.stride(), t.storage_offset())
 
 
 def _leaf_copy(device, moved=None, keep_storage=False):
     import torch
+    memo = {}
 
     def fn(t):
         with torch.no_grad():
             if keep_storage and t.layout == torch.strided and t.device.type == "cpu":
-                c = _storage_copy(t.detach(), device)
+                c = _storage_copy(t.detach(), device, memo)
             else:
                 c = t.detach().to(device) if device != "cpu" else t.detach().clone()
         if moved is not None:
@@ -206,7 +215,8 @@ def _is_cpu_device(v):
 def _sample_copy(sample, device, moved=None, keep_int_args_on_cpu=False, keep_storage=False):
     """A fresh copy of the sample on `device` (leaves that required grad
     still do). On tpu, device arguments naming the CPU name the tpu.
-    keep_storage: tensors are copied with their whole storage (STORAGE_OPS)."""
+    keep_storage: tensors are copied with their whole storage, tensors of
+    one storage sharing the copy (STORAGE_OPS; error inputs)."""
     import torch
     fn = _leaf_copy(device, moved, keep_storage)
     inp = _copy_structure(sample.input, fn)
