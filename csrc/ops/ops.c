@@ -297,13 +297,13 @@ void tpu_op_check_index(tpu_op_ctx_t *c, tpu_hlo_value_t idx, int64_t lo, int64_
   tpu_hlo_type_t ft = tpu_hlo_type_make(TPU_S64, 1, &n);
   tpu_hlo_value_t bad = tpu_hlo_binary(f, "or", tpu_hlo_compare(f, "LT", i, tpu_hlo_constant_i64(f, ft, lo)),
                                        tpu_hlo_compare(f, "GE", i, tpu_hlo_constant_i64(f, ft, hi)));
-  /* the first bad index: argmax over the flags (first occurrence) */
-  tpu_hlo_value_t first = tpu_hlo_reduce_argext(f, tpu_hlo_convert(f, bad, TPU_S32), 0, true, NULL);
-  int64_t one = 1;
-  tpu_hlo_value_t at = tpu_hlo_dynamic_slice(f, i, &first, &one);
-  tpu_hlo_value_t payload = tpu_hlo_reshape(f, at, 0, NULL);
-  tpu_hlo_value_t ok = tpu_hlo_unary(f, "not", tpu_hlo_reduce(f, bad, tpu_hlo_scalar(f, TPU_PRED, 0), (int64_t[]){0},
-                                                          1, "or"));
+  /* one reduction gives both: the position of the first bad index (n when
+   * none); the payload is the index there (dynamic_slice clamps n to n-1) */
+  tpu_hlo_value_t pos = tpu_hlo_select(f, bad, tpu_hlo_iota(f, ft, 0), tpu_hlo_constant_i64(f, ft, n));
+  int64_t dim0 = 0, one = 1;
+  tpu_hlo_value_t first = tpu_hlo_reduce(f, pos, tpu_hlo_constant_i64(f, tpu_hlo_type_scalar(TPU_S64), n), &dim0, 1, "minimum");
+  tpu_hlo_value_t payload = tpu_hlo_reshape(f, tpu_hlo_dynamic_slice(f, i, &first, &one), 0, NULL);
+  tpu_hlo_value_t ok = tpu_hlo_compare(f, "EQ", first, tpu_hlo_constant_i64(f, tpu_hlo_type_scalar(TPU_S64), n));
   va_list ap;
   va_start(ap, fmt);
   tpu_op_check_add(c, ok, payload, code, fmt, ap);
