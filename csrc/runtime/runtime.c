@@ -578,11 +578,22 @@ static tpu_status_t err_report(int dev, const int64_t host[2]) {
   return st;
 }
 
+/* A state that cannot be read (the program that made it failed on the
+ * device) is dropped: the next program starts clean instead of failing on
+ * it too. */
+static tpu_status_t err_unreadable(int dev, tpu_status_t st) {
+  value_release(RE.state[dev]);
+  RE.state[dev] = NULL;
+  RE.dirty[dev] = 0;
+  return st;
+}
+
 /* Reads the device's state (waits for it) with the lock held. */
 static tpu_status_t err_check_locked(int dev) {
   if (dev >= RE.ndev || !RE.dirty[dev] || !RE.state[dev]) return NULL;
   int64_t host[2];
-  TPU_PROPAGATE(tpu_pjrt_buffer_to_host(RE.state[dev]->buffer, host, sizeof(host)));
+  tpu_status_t st = tpu_pjrt_buffer_to_host(RE.state[dev]->buffer, host, sizeof(host));
+  if (st) return err_unreadable(dev, st);
   RE.dirty[dev] = 0;
   return err_report(dev, host);
 }
@@ -601,8 +612,12 @@ static tpu_status_t err_check(int dev) {
   int64_t host[2];
   tpu_status_t st = tpu_pjrt_buffer_to_host(v->buffer, host, sizeof(host));
   LOCK();
+  if (st) {
+    if (RE.state[dev] == v) st = err_unreadable(dev, st);
+  } else {
+    st = err_report(dev, host);
+  }
   value_release(v);
-  if (!st) st = err_report(dev, host);
   UNLOCK();
   return st;
 }
