@@ -11,6 +11,7 @@
 #include "base/arena.h"
 #include "base/hash.h"
 #include "runtime/cache.h"
+#include "runtime/errors.h"
 #include "runtime/event.h"
 
 /* ---- values ------------------------------------------------------------------ */
@@ -52,6 +53,7 @@ typedef struct tpu_node {
   tpu_op_attrs_t attrs;
   int nout;
   tpu_value_t *outs[TPU_OP_MAX_OUTPUTS];
+  int nchecks; /* device-side checks its rule emits (errors.h) */
 } tpu_node_t;
 
 #define TPU_GRAPH_SCALARS 64
@@ -73,6 +75,7 @@ typedef struct tpu_graph {
 typedef struct tpu_sig {
   uint64_t key;
   int nout;
+  int nchecks; /* device-side checks the rule emits for these types */
   tpu_hlo_type_t types[TPU_OP_MAX_OUTPUTS];
   struct tpu_sig *next;
 } tpu_sig_t;
@@ -225,6 +228,7 @@ tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
 bool tpu_rt_initialized(void) { return R.initialized != 0; }
 
 static void graph_discard(void);
+static void err_shutdown(void);
 
 void tpu_rt_shutdown(void) {
   LOCK();
@@ -234,6 +238,7 @@ void tpu_rt_shutdown(void) {
   }
   graph_discard();
   tpu_status_free(tpu_work_wait_all());
+  err_shutdown();
   for (int i = 0; i < TPU_SCALAR_SLOTS; i++) {
     if (R.scalars[i].used) value_release(R.scalars[i].value);
     R.scalars[i].used = 0;
@@ -298,6 +303,7 @@ void tpu_rt_stats(tpu_rt_stats_t *out) {
     out->mem_bytes = cs.mem_bytes;
     out->disk_entries = cs.disk_entries;
     out->disk_bytes = cs.disk_bytes;
+    out->disk_refused = cs.disk_refused;
   }
   out->executions = R.executions;
   out->flushes = R.flushes;
@@ -410,7 +416,10 @@ static tpu_status_t op_signature(const tpu_op_rule_t *rule, const tpu_hlo_type_t
   tpu_hlo_value_t in[TPU_OP_MAX_INPUTS], out[TPU_OP_MAX_OUTPUTS];
   for (int i = 0; i < nin; i++) in[i] = tpu_hlo_func_arg(f, *types[i]);
   int nout = 0;
-  tpu_status_t st = tpu_op_lower(rule, f, in, nin, attrs, out, &nout);
+  tpu_op_checks_t checks = {0};
+  tpu_status_t st = tpu_op_lower_checked(rule, f, in, nin, attrs, &checks, out, &nout);
+  int nchecks = checks.n;
+  tpu_op_checks_free(&checks);
   if (st) {
     tpu_hlo_module_destroy(m);
     return st;
@@ -422,6 +431,7 @@ static tpu_status_t op_signature(const tpu_op_rule_t *rule, const tpu_hlo_type_t
   }
   s->key = key;
   s->nout = nout;
+  s->nchecks = nchecks;
   for (int i = 0; i < nout; i++) s->types[i] = *tpu_hlo_type_of(f, out[i]);
   tpu_hlo_module_destroy(m);
   if (R.nsigs >= TPU_SIG_MAX) { /* bound: drop the bucket's chain */
@@ -481,8 +491,10 @@ static tpu_status_t graph_add_node(const tpu_op_rule_t *rule, const tpu_ref_t *i
     node->outs[o] = v; /* the graph's reference */
   }
   node->nout = sig->nout;
+  node->nchecks = sig->nchecks;
   uint64_t h = tpu_hash_u64(g->hash, 0x2B);
-  h = tpu_hash_u64(h, (uint64_t)tpu_op_rule_index(rule));
+  int rule_index = tpu_op_rule_index(rule); /* -1: a rule outside the registry (tests) */
+  h = tpu_hash_u64(h, rule_index >= 0 ? (uint64_t)rule_index : (uint64_t)(uintptr_t)rule);
   h = tpu_hash_u64(h, (uint64_t)nin);
   for (int i = 0; i < nin; i++) h = tpu_hash_u64(h, (uint64_t)(int64_t)in[i]);
   g->hash = hash_attrs(h, attrs);
@@ -493,9 +505,155 @@ static tpu_status_t graph_add_node(const tpu_op_rule_t *rule, const tpu_ref_t *i
   return NULL;
 }
 
-/* Builds the StableHLO text of the pending graph, returning the live outputs. */
-static tpu_status_t graph_build_text(const int *live_node, const int *live_out, int nlive, tpu_hlo_module_t **out_m,
-                                     const char **out_text, size_t *out_len) {
+/* ---- device-side checks: the per-device error state ------------------------------
+ * (errors.h).  Each device's state is a materialised s64[2] buffer, threaded
+ * through every program with checks (argument in, result out: the newest
+ * result becomes the state) without the host looking at it; `dirty` says a
+ * program with checks ran since the host last read it.  The host reads it
+ * where it waits anyway (host reads, synchronize; every flush in debug mode),
+ * reports a failed check once and puts a clean state back. */
+static struct {
+  int ndev;
+  tpu_value_t **state; /* per device; NULL = clean, not on the device yet */
+  unsigned char *dirty;
+} RE;
+
+static tpu_status_t err_ensure(int dev) {
+  if (dev < RE.ndev) return NULL;
+  int n = tpu_rt_device_count();
+  if (n <= dev) n = dev + 1;
+  tpu_value_t **s = (tpu_value_t **)realloc(RE.state, sizeof(*s) * (size_t)n);
+  if (!s) return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
+  RE.state = s;
+  unsigned char *d = (unsigned char *)realloc(RE.dirty, (size_t)n);
+  if (!d) return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
+  RE.dirty = d;
+  for (int i = RE.ndev; i < n; i++) {
+    RE.state[i] = NULL;
+    RE.dirty[i] = 0;
+  }
+  RE.ndev = n;
+  return NULL;
+}
+
+/* Wraps a new state buffer (moved in) as the device's state. */
+static tpu_status_t err_state_set(int dev, tpu_pjrt_buffer_t *b) {
+  tpu_hlo_type_t t = tpu_err_state_type();
+  tpu_value_t *v = value_new(&t, dev);
+  if (!v) {
+    tpu_pjrt_buffer_destroy(b);
+    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  v->buffer = b;
+  value_release(RE.state[dev]);
+  RE.state[dev] = v;
+  return NULL;
+}
+
+/* The device's current error state (a clean one is uploaded on first use). */
+static tpu_status_t err_state_buffer(int dev, tpu_pjrt_buffer_t **out) {
+  TPU_PROPAGATE(err_ensure(dev));
+  if (!RE.state[dev]) {
+    int64_t clean[2], two = 2;
+    tpu_err_state_clean(clean);
+    tpu_pjrt_buffer_t *b;
+    TPU_PROPAGATE(tpu_pjrt_buffer_from_host(R.client, dev, TPU_S64, &two, 1, clean, &b));
+    TPU_PROPAGATE(err_state_set(dev, b));
+  }
+  *out = RE.state[dev]->buffer;
+  return NULL;
+}
+
+/* A program with checks ran: its last result is the new state. */
+static void err_state_advance(int dev, tpu_pjrt_buffer_t *b /* moved in */) {
+  tpu_status_t st = err_state_set(dev, b);
+  if (st) { /* out of memory: the state is lost, start clean */
+    tpu_status_free(st);
+    value_release(RE.state[dev]);
+    RE.state[dev] = NULL;
+    return;
+  }
+  RE.dirty[dev] = 1;
+}
+
+static const char *err_note(void) {
+  return R.mode == TPU_MODE_DEBUG ? NULL
+                                  : "(a device-side check: reported at the first host wait after the op; "
+                                    "TORCH_TPU_EAGER_MODE=debug or TPU_LAUNCH_BLOCKING=1 raises at the op)";
+}
+
+/* Reports a state read from the device; a failed check is reported once:
+ * the state goes back to clean (programs issued meanwhile carry the same
+ * first error, so whatever state is current is dropped). */
+static tpu_status_t err_report(int dev, const int64_t host[2]) {
+  tpu_status_t st = tpu_err_status(host, err_note());
+  if (st) {
+    value_release(RE.state[dev]);
+    RE.state[dev] = NULL;
+    RE.dirty[dev] = 0;
+  }
+  return st;
+}
+
+/* A state that cannot be read (the program that made it failed on the
+ * device) is dropped: the next program starts clean instead of failing on
+ * it too. */
+static tpu_status_t err_unreadable(int dev, tpu_status_t st) {
+  value_release(RE.state[dev]);
+  RE.state[dev] = NULL;
+  RE.dirty[dev] = 0;
+  return st;
+}
+
+/* Reads the device's state (waits for it) with the lock held. */
+static tpu_status_t err_check_locked(int dev) {
+  if (dev >= RE.ndev || !RE.dirty[dev] || !RE.state[dev]) return NULL;
+  int64_t host[2];
+  tpu_status_t st = tpu_pjrt_buffer_to_host(RE.state[dev]->buffer, host, sizeof(host));
+  if (st) return err_unreadable(dev, st);
+  RE.dirty[dev] = 0;
+  return err_report(dev, host);
+}
+
+/* The same without holding the lock while the device finishes. */
+static tpu_status_t err_check(int dev) {
+  LOCK();
+  if (dev >= RE.ndev || !RE.dirty[dev] || !RE.state[dev]) {
+    UNLOCK();
+    return NULL;
+  }
+  tpu_value_t *v = RE.state[dev];
+  value_retain(v);
+  RE.dirty[dev] = 0;
+  UNLOCK();
+  int64_t host[2];
+  tpu_status_t st = tpu_pjrt_buffer_to_host(v->buffer, host, sizeof(host));
+  LOCK();
+  if (st) {
+    if (RE.state[dev] == v) st = err_unreadable(dev, st);
+  } else {
+    st = err_report(dev, host);
+  }
+  value_release(v);
+  UNLOCK();
+  return st;
+}
+
+static void err_shutdown(void) {
+  for (int i = 0; i < RE.ndev; i++) value_release(RE.state[i]);
+  free(RE.state);
+  free(RE.dirty);
+  RE.state = NULL;
+  RE.dirty = NULL;
+  RE.ndev = 0;
+  tpu_err_table_clear();
+}
+
+/* Builds the StableHLO text of the pending graph, returning the live outputs
+ * (and, when the graph has device-side checks, taking the error state as one
+ * more argument and returning its new value as one more result). */
+static tpu_status_t graph_build_text(const int *live_node, const int *live_out, int nlive, int nchecks,
+                                     tpu_hlo_module_t **out_m, const char **out_text, size_t *out_len) {
   tpu_graph_t *g = &R.g;
   tpu_hlo_module_t *m;
   TPU_PROPAGATE(tpu_hlo_module_create("torch_tpu", &m));
@@ -505,6 +663,9 @@ static tpu_status_t graph_build_text(const int *live_node, const int *live_out, 
   tpu_status_t st = NULL;
   if (!argv || !vals) st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
   for (int i = 0; !st && i < g->ninputs; i++) argv[i] = tpu_hlo_func_arg(f, g->inputs[i]->type);
+  /* ---- device-side checks: the error state is the last argument ---- */
+  tpu_op_checks_t checks = {0};
+  tpu_hlo_value_t err_state = nchecks ? tpu_hlo_func_arg(f, tpu_err_state_type()) : TPU_HLO_NONE;
   for (int n = 0; !st && n < g->nnodes; n++) {
     tpu_node_t *node = &g->nodes[n];
     tpu_hlo_value_t in[TPU_OP_MAX_INPUTS], out[TPU_OP_MAX_OUTPUTS];
@@ -513,25 +674,30 @@ static tpu_status_t graph_build_text(const int *live_node, const int *live_out, 
       in[i] = r < 0 ? argv[-r - 1] : vals[r];
     }
     int nout = 0;
-    st = tpu_op_lower(node->rule, f, in, node->nin, &node->attrs, out, &nout);
+    st = tpu_op_lower_checked(node->rule, f, in, node->nin, &node->attrs, nchecks ? &checks : NULL, out, &nout);
     if (st) {
       st = tpu_status_annotate(st, "lowering %s", node->rule->name);
       break;
     }
     for (int o = 0; o < nout; o++) vals[n * TPU_OP_MAX_OUTPUTS + o] = out[o];
   }
+  if (!st && checks.n != nchecks)
+    st = tpu_status_make(TPU_INTERNAL, "graph: %d device-side checks lowered, %d expected", checks.n, nchecks);
   if (!st) {
     tpu_hlo_value_t *rets = (tpu_hlo_value_t *)malloc(sizeof(tpu_hlo_value_t) * (size_t)(nlive + 1));
     if (!rets) st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
     else {
       for (int i = 0; i < nlive; i++) rets[i] = vals[live_node[i] * TPU_OP_MAX_OUTPUTS + live_out[i]];
-      tpu_hlo_func_return(f, rets, nlive);
+      /* ---- device-side checks: the new error state is the last result ---- */
+      if (nchecks) rets[nlive] = tpu_err_fold(f, err_state, &checks);
+      tpu_hlo_func_return(f, rets, nlive + (nchecks ? 1 : 0));
       free(rets);
       st = tpu_hlo_module_text(m, out_text, out_len);
     }
   }
   free(argv);
   free(vals);
+  tpu_op_checks_free(&checks);
   if (st) {
     tpu_hlo_module_destroy(m);
     return st;
@@ -577,12 +743,22 @@ static tpu_status_t graph_flush(void) {
   tpu_status_t st = NULL;
   if (nlive == 0) goto done;
   R.flushes++;
+  /* ---- device-side checks: part of the program's structure ---- */
+  int nchecks = 0;
+  for (int n = 0; n < g->nnodes; n++) nchecks += g->nodes[n].nchecks;
+  if (nchecks) key = tpu_hash_u64(key, 0xC4EC000000000000ULL + (uint64_t)nchecks);
+  int dev = g->device < 0 ? 0 : g->device;
+  tpu_pjrt_buffer_t *err_in = NULL;
+  if (nchecks) {
+    st = err_state_buffer(dev, &err_in);
+    if (st) goto done;
+  }
   tpu_pjrt_exec_t *exec = tpu_cache_lookup(R.cache, key);
   if (!exec) {
     tpu_hlo_module_t *m = NULL;
     const char *text;
     size_t len;
-    st = graph_build_text(live_node, live_out, nlive, &m, &text, &len);
+    st = graph_build_text(live_node, live_out, nlive, nchecks, &m, &text, &len);
     if (!st) {
       tpu_pjrt_compile_options_t co = {.num_replicas = 1, .num_partitions = 1, .device_ids = NULL, .portable = true};
       st = tpu_cache_compile(R.cache, key, text, len, &co, &exec);
@@ -593,7 +769,7 @@ static tpu_status_t graph_flush(void) {
   }
   {
     tpu_pjrt_buffer_t **args = (tpu_pjrt_buffer_t **)malloc(sizeof(void *) * (size_t)(g->ninputs + 1));
-    tpu_pjrt_buffer_t **outs = (tpu_pjrt_buffer_t **)calloc((size_t)nlive, sizeof(void *));
+    tpu_pjrt_buffer_t **outs = (tpu_pjrt_buffer_t **)calloc((size_t)nlive + 1, sizeof(void *));
     if (!args || !outs) {
       free(args);
       free(outs);
@@ -601,6 +777,7 @@ static tpu_status_t graph_flush(void) {
       goto done;
     }
     for (int i = 0; i < g->ninputs; i++) args[i] = g->inputs[i]->buffer;
+    if (nchecks) args[g->ninputs] = err_in;
     tpu_pjrt_buffer_t *const *arg_lists[1] = {args};
     tpu_pjrt_buffer_t **out_lists[1] = {outs};
     int device = g->device < 0 ? 0 : g->device;
@@ -616,7 +793,7 @@ static tpu_status_t graph_flush(void) {
       tpu_pjrt_execute_options_t eo = {.device = device, .non_donatable = NULL, .num_non_donatable = 0,
                                        .wait = R.mode == TPU_MODE_DEBUG,
                                        .on_done = tpu_work_done, .on_done_arg = (void *)(uintptr_t)seq};
-      st = tpu_pjrt_execute(exec, arg_lists, 1, (size_t)g->ninputs, &eo, out_lists);
+      st = tpu_pjrt_execute(exec, arg_lists, 1, (size_t)g->ninputs + (nchecks ? 1 : 0), &eo, out_lists);
       R.executions++;
       /* waited (debug) or failed before running: this piece is done now */
       if (st || R.mode == TPU_MODE_DEBUG) tpu_work_done(NULL, (void *)(uintptr_t)seq);
@@ -626,6 +803,11 @@ static tpu_status_t graph_flush(void) {
         tpu_value_t *v = g->nodes[live_node[i]].outs[live_out[i]];
         v->buffer = outs[i];
         v->node = -1;
+      }
+      /* ---- device-side checks: the new state; debug mode reports at the op ---- */
+      if (nchecks) {
+        err_state_advance(dev, outs[nlive]);
+        if (R.mode == TPU_MODE_DEBUG) st = err_check_locked(dev);
       }
     }
     free(args);
@@ -1383,6 +1565,9 @@ tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void 
   if (!st && v && !v->buffer) st = tpu_status_make(TPU_FAILED_PRECONDITION, "tensor value was never computed");
   tpu_pjrt_buffer_t *buf = (!st && v) ? v->buffer : NULL;
   UNLOCK();
+  /* a host wait: a failed device-side check raises here (errors.h) */
+  if (!st) st = err_check(s->device);
+  if (st) buf = NULL;
   /* the copy itself runs without the lock held */
   if (buf) st = tpu_pjrt_buffer_to_host(buf, dst, nbytes);
   if (v) {
@@ -1396,6 +1581,7 @@ tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void 
 tpu_status_t tpu_rt_synchronize(void) {
   LOCK();
   tpu_status_t st = graph_flush();
+  int ndev = RE.ndev;
   UNLOCK();
   /* PJRT has no device-wide barrier: wait for every piece of work issued */
   tpu_status_t wst = tpu_work_wait_all();
@@ -1403,5 +1589,7 @@ tpu_status_t tpu_rt_synchronize(void) {
     tpu_status_free(wst);
     return st;
   }
+  /* a host wait: a failed device-side check raises here (errors.h) */
+  for (int d = 0; d < ndev && !wst; d++) wst = err_check(d);
   return wst;
 }

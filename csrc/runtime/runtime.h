@@ -91,6 +91,7 @@ typedef struct tpu_rt_stats {
   int64_t executions, flushes, ops_recorded;
   int64_t live_buffers, live_values, live_storages;
   int64_t scalar_cache_hits, scalar_cache_misses, scalar_cache_entries;
+  int64_t disk_refused; /* untrusted cache directory / entries refused */
 } tpu_rt_stats_t;
 
 /* ---- lifetime ----------------------------------------------------------- */

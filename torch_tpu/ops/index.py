@@ -401,3 +401,28 @@ def masked_scatter(self, mask, source):
         return vals.reshape(())
     idx = [nz[:, j].contiguous().to(self.device) for j in range(self.dim())]
     return run("index_put", [self, vals] + idx, [0] + [1] * self.dim())[0]
+
+
+# ---- tensor_split with a tensor of indices -----------------------------------------
+# PyTorch's composite reads the indices on the host and insists they are on
+# the CPU; a tpu tensor is read back here (one sync) and given to that same
+# composite, so dtype/rank checks and autograd are PyTorch's.  Registered on
+# the autograd key too: a composite op's backend kernel is not reached
+# through autograd otherwise.
+_split_lib = torch.library.Library("aten", "IMPL")
+
+
+def _tensor_split_tensor(self, tensor_indices_or_sections, dim=0):
+    t = tensor_indices_or_sections
+    if isinstance(t, torch.Tensor) and t.device.type == "tpu":
+        t = t.cpu()
+    # PyTorch's C++ composite itself (decompose() would pick a Python
+    # decomposition whose checks differ from the CPU's)
+    return _SPLIT._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, self, t, dim)
+
+
+_SPLIT = torch.ops.aten.tensor_split.tensor_indices_or_sections
+
+
+for _key in ("AutogradPrivateUse1", "PrivateUse1"):
+    _split_lib.impl("tensor_split.tensor_indices_or_sections", _tensor_split_tensor, _key)
