@@ -51,12 +51,25 @@ def _fix_inputs(rule, inputs):
     return fixed
 
 
-def run(rule, inputs, ints=(), floats=()):
-    """Runs the C lowering rule `rule`; returns a list of new tpu tensors."""
+def device_index(device):
+    """The tpu device index a factory's `device` argument names (None: the
+    current device)."""
+    if device is None:
+        return _C.get_device()
+    if isinstance(device, int):
+        return device
+    d = torch.device(device)
+    return _C.get_device() if d.index is None else d.index
+
+
+def run(rule, inputs, ints=(), floats=(), device=None):
+    """Runs the C lowering rule `rule`; returns a list of new tpu tensors.
+    An op with no tpu tensor input runs on `device` (an index; None: the
+    current device)."""
     try:
-        return _C.op(rule, inputs, ints, floats)
+        return _C.op(rule, inputs, ints, floats, device)
     except NotTpuError:
-        return _C.op(rule, _fix_inputs(rule, inputs), ints, floats)
+        return _C.op(rule, _fix_inputs(rule, inputs), ints, floats, device)
 
 
 def _upload(x):

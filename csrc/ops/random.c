@@ -179,6 +179,39 @@ static void rule_seed_state(tpu_op_ctx_t *c) {
   tpu_op_set_output(c, st);
 }
 
+/* multinomial_check: in = [probs [.., n] float]; ints = [replacement];
+ * out = probs.  PyTorch's value checks on a distribution, as device-side
+ * checks (raised at the next host wait, CUDA's contract), with CPU's
+ * messages: with replacement the entries are checked one by one (NaN counts
+ * as < 0), without it all at once; every row must have a positive sum. */
+static void rule_multinomial_check(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  const tpu_hlo_type_t *pt0 = tpu_hlo_type_of(f, c->in[0]);
+  if (!pt0) return;
+  tpu_hlo_type_t pt = *pt0;
+  tpu_hlo_value_t p = c->in[0];
+  tpu_hlo_value_t ge0 = tpu_hlo_compare(f, "GE", p, tpu_hlo_constant(f, pt, 0.0));
+  tpu_hlo_value_t fin = tpu_hlo_compare(f, "LT", tpu_hlo_unary(f, "abs", p), tpu_hlo_constant(f, pt, INFINITY));
+  if (tpu_op_int(c, 0)) {
+    tpu_op_check(c, ge0, TPU_HLO_NONE, TPU_INVALID_ARGUMENT,
+                 "invalid multinomial distribution (encountering probability entry < 0)");
+    tpu_op_check(c, fin, TPU_HLO_NONE, TPU_INVALID_ARGUMENT,
+                 "invalid multinomial distribution (encountering probability entry = infinity or NaN)");
+  } else {
+    tpu_op_check(c, tpu_hlo_binary(f, "and", ge0, fin), TPU_HLO_NONE, TPU_INVALID_ARGUMENT,
+                 "probability tensor contains either `inf`, `nan` or element < 0");
+  }
+  int64_t last = pt.rank - 1;
+  tpu_hlo_value_t sum = tpu_hlo_reduce(f, p, tpu_hlo_scalar(f, pt.dtype, 0), &last, 1, "add");
+  const tpu_hlo_type_t *st = tpu_hlo_type_of(f, sum);
+  if (!st) return;
+  /* NaN sums were reported above; only a sum <= 0 is this check's */
+  tpu_hlo_value_t pos = tpu_hlo_unary(f, "not", tpu_hlo_compare(f, "LE", sum, tpu_hlo_constant(f, *st, 0.0)));
+  tpu_op_check(c, pos, TPU_HLO_NONE, TPU_INVALID_ARGUMENT,
+               "invalid multinomial distribution (sum of probabilities <= 0)");
+  tpu_op_set_output(c, p);
+}
+
 const tpu_op_rule_t tpu_rules_random[] = {
     {"rng_uniform", rule_uniform, 3, 3},
     {"rng_normal", rule_normal, 3, 3},
@@ -187,5 +220,6 @@ const tpu_op_rule_t tpu_rules_random[] = {
     {"dropout", rule_dropout, 3, 3},
     {"dropout_backward", rule_dropout_backward, 3, 3},
     {"rng_seed_state", rule_seed_state, 1, 1},
+    {"multinomial_check", rule_multinomial_check, 1, 1},
     {NULL, NULL, 0, 0},
 };

@@ -88,6 +88,9 @@ tpu_status_t tpu_pjrt_buffer_from_host_async(tpu_pjrt_client_t *client, int devi
                                              const int64_t *dims, int rank, const void *data,
                                              tpu_pjrt_done_fn done, void *arg,
                                              tpu_pjrt_buffer_t **out_buffer);
+/* A copy of the buffer on another device of the same client (asynchronous:
+ * the copy is ordered after the buffer's value is computed). */
+tpu_status_t tpu_pjrt_buffer_copy_to_device(tpu_pjrt_buffer_t *buffer, int device, tpu_pjrt_buffer_t **out_buffer);
 /* Waits until the buffer's value is computed; returns a failed computation's error. */
 tpu_status_t tpu_pjrt_buffer_await(tpu_pjrt_buffer_t *buffer);
 void tpu_pjrt_buffer_destroy(tpu_pjrt_buffer_t *buffer);

@@ -337,6 +337,12 @@ typedef struct {
   pj_buffer_t *buffer;
   pj_event_t *event; /* out */
 } pj_buffer_ready_event_args_t;
+typedef struct {
+  PJ_ARGS_HEAD;
+  pj_buffer_t *buffer;
+  pj_device_t *dst_device;
+  pj_buffer_t *dst_buffer; /* out */
+} pj_buffer_copy_to_device_args_t;
 
 /* ---- the function table (PJRT_Api) ---- */
 #define PJ_FN(name, args_t) pj_error_t *(*name)(args_t *args)
@@ -402,7 +408,8 @@ typedef struct pj_api {
   void *loaded_executable_fingerprint_;
 
   PJ_FN(buffer_destroy, pj_buffer_destroy_args_t);
-  void *buffer_unused_a_[11]; /* ElementType .. CopyToDevice */
+  void *buffer_unused_a_[10]; /* ElementType .. IsDeleted */
+  PJ_FN(buffer_copy_to_device, pj_buffer_copy_to_device_args_t);
   PJ_FN(buffer_to_host_buffer, pj_buffer_to_host_args_t);
   void *buffer_is_on_cpu_;
   PJ_FN(buffer_ready_event, pj_buffer_ready_event_args_t);
@@ -433,6 +440,7 @@ _Static_assert(offsetof(pj_api_t, buffer_destroy) == 40 + 8 * 58, "PJRT_Api layo
 _Static_assert(offsetof(pj_api_t, buffer_to_host_buffer) == 40 + 8 * 70, "PJRT_Api layout");
 _Static_assert(offsetof(pj_api_t, executable_output_dimensions) == 40 + 8 * 91, "PJRT_Api layout");
 _Static_assert(offsetof(pj_api_t, event_on_ready) == 40 + 8 * 9, "PJRT_Api layout");
+_Static_assert(offsetof(pj_api_t, buffer_copy_to_device) == 40 + 8 * 69, "PJRT_Api layout");
 _Static_assert(offsetof(pj_api_t, device_memory_stats) == 40 + 8 * 34, "PJRT_Api layout");
 _Static_assert(offsetof(pj_api_t, client_dma_map) == 40 + 8 * 110, "PJRT_Api layout");
 _Static_assert(sizeof(pj_device_memory_stats_args_t) == 192, "MemoryStats_Args layout");

@@ -236,6 +236,17 @@ tpu_status_t tpu_pjrt_buffer_to_host(tpu_pjrt_buffer_t *buffer, void *dst, size_
   return tpu_pjrt_event_await_destroy(api, a.event, "copying to the host");
 }
 
+tpu_status_t tpu_pjrt_buffer_copy_to_device(tpu_pjrt_buffer_t *buffer, int device, tpu_pjrt_buffer_t **out_buffer) {
+  *out_buffer = NULL;
+  tpu_pjrt_client_t *c = buffer->client;
+  if (device < 0 || device >= c->num_devices)
+    return tpu_status_make(TPU_INVALID_ARGUMENT, "device %d outside 0..%d", device, c->num_devices - 1);
+  pj_buffer_copy_to_device_args_t a = {.struct_size = sizeof(a), .buffer = buffer->buffer,
+                                       .dst_device = c->devices[device]};
+  TPU_PROPAGATE(tpu_pjrt_status_from_error(c->api, c->api->buffer_copy_to_device(&a), "copying between devices"));
+  return tpu_pjrt_buffer_wrap(c, a.dst_buffer, buffer->dtype, buffer->dims, buffer->rank, device, out_buffer);
+}
+
 tpu_status_t tpu_pjrt_buffer_await(tpu_pjrt_buffer_t *buffer) {
   if (!buffer) return tpu_status_make(TPU_INVALID_ARGUMENT, "buffer_await: NULL buffer");
   const pj_api_t *api = buffer->client->api;

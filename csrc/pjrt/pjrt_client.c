@@ -135,6 +135,7 @@ static const pj_slot_t pj_slots[] = {
     PJ_SLOT(buffer_destroy, "PJRT_Buffer_Destroy"),
     PJ_SLOT(buffer_to_host_buffer, "PJRT_Buffer_ToHostBuffer"),
     PJ_SLOT(buffer_ready_event, "PJRT_Buffer_ReadyEvent"),
+    PJ_SLOT(buffer_copy_to_device, "PJRT_Buffer_CopyToDevice"),
     PJ_SLOT(executable_output_element_types, "PJRT_Executable_OutputElementTypes"),
     PJ_SLOT(executable_output_dimensions, "PJRT_Executable_OutputDimensions"),
 };

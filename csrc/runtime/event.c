@@ -122,8 +122,8 @@ void tpu_rt_event_destroy(tpu_rt_event_t *event) {
 }
 
 tpu_status_t tpu_rt_event_record(tpu_rt_event_t *event, int device) {
-  /* the pending graph is work recorded before the event: issue it */
-  TPU_PROPAGATE(tpu_rt_flush());
+  /* the device's pending graph is work recorded before the event: issue it */
+  TPU_PROPAGATE(tpu_rt_flush_device(device));
   pthread_mutex_lock(&W.lock);
   unlink_waiting_locked(event);
   event->device = device;

@@ -141,6 +141,10 @@ tpu_status_t tpu_rt_dma_unmap(void *data);
 
 /* Copies a view to dense row-major host memory (waits). */
 tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void *dst, size_t nbytes);
+/* A new storage on `device` holding a dense copy of a view of s (which
+ * lives on another device): the view is computed on its own device, then
+ * copied device to device.  Asynchronous. */
+tpu_status_t tpu_rt_view_to_device(tpu_storage_t *s, const tpu_view_t *view, int device, tpu_storage_t **out_storage);
 
 /* ---- ops ---------------------------------------------------------------------- */
 /* Records (and in strict/debug mode runs) `rule` on inputs.  Returns one new
@@ -151,6 +155,10 @@ typedef struct tpu_rt_output {
 } tpu_rt_output_t;
 tpu_status_t tpu_rt_op(const tpu_op_rule_t *rule, const tpu_rt_input_t *inputs, int nin,
                        const tpu_op_attrs_t *attrs, tpu_rt_output_t *outputs, int *out_n);
+/* The same for ops that may have no tensor input (factories): they run on
+ * `device_if_none` (-1 = device 0).  Tensor inputs decide otherwise. */
+tpu_status_t tpu_rt_op_on(int device_if_none, const tpu_op_rule_t *rule, const tpu_rt_input_t *inputs, int nin,
+                          const tpu_op_attrs_t *attrs, tpu_rt_output_t *outputs, int *out_n);
 /* Writes src (a view, converted to dst's dtype by the caller) into the view
  * `dst_view` of dst: dst's value is replaced (aliases see it). */
 tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const tpu_rt_input_t *src);
@@ -172,6 +180,8 @@ void tpu_rt_empty_cache(void);
 
 /* Runs the pending graph (fused mode) and, with wait, waits for all work. */
 tpu_status_t tpu_rt_flush(void);
+/* Runs the pending graph of one device. */
+tpu_status_t tpu_rt_flush_device(int device);
 tpu_status_t tpu_rt_synchronize(void);
 int tpu_rt_pending_nodes(void);
 

@@ -230,11 +230,18 @@ PyObject* guarded(F&& f) {
 
 // ---- module functions -----------------------------------------------------------------------
 
-// op(rule, inputs, ints=None, floats=None) -> list of new tpu tensors.
+// op(rule, inputs, ints=None, floats=None, device=None) -> list of new tpu
+// tensors.  An op with no tensor input runs on `device` (default: this
+// thread's current tpu device).
 PyObject* py_op(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 2 || nargs > 4) {
-    PyErr_SetString(PyExc_TypeError, "op(rule, inputs, ints=None, floats=None)");
+  if (nargs < 2 || nargs > 5) {
+    PyErr_SetString(PyExc_TypeError, "op(rule, inputs, ints=None, floats=None, device=None)");
     return nullptr;
+  }
+  int device = current_device();
+  if (nargs > 4 && args[4] != Py_None) {
+    device = static_cast<int>(PyLong_AsLong(args[4]));
+    if (device == -1 && PyErr_Occurred()) return nullptr;
   }
   const tpu_op_rule_t* rule = rule_arg(args[0]);
   if (!rule) return nullptr;
@@ -248,9 +255,29 @@ PyObject* py_op(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   tpu_op_attrs_t attrs = {ni, iv, nf, fv};
   tpu_rt_output_t out[TPU_OP_MAX_OUTPUTS];
   int nout = 0;
-  tpu_status_t st = tpu_rt_op(rule, in, nin, &attrs, out, &nout);
+  tpu_status_t st = tpu_rt_op_on(device, rule, in, nin, &attrs, out, &nout);
   if (st) return tpu_py_raise_status(st);
   return wrap_outputs(out, nout);
+}
+
+// to_device(tensor, device) -> a dense copy of a tpu tensor on another tpu device.
+PyObject* py_to_device(PyObject*, PyObject* args) {
+  PyObject* t;
+  int device;
+  if (!PyArg_ParseTuple(args, "Oi", &t, &device)) return nullptr;
+  tpu_rt_input_t in;
+  int r = read_tensor(t, &in);
+  if (r <= 0) {
+    if (r == 0) PyErr_SetString(g_not_tpu, "src");
+    return nullptr;
+  }
+  tpu_storage_t* s = nullptr;
+  tpu_status_t st;
+  Py_BEGIN_ALLOW_THREADS
+  st = tpu_rt_view_to_device(in.storage, &in.view, device, &s);
+  Py_END_ALLOW_THREADS
+  if (st) return tpu_py_raise_status(st);
+  return guarded([&]() -> PyObject* { return THPVariable_Wrap(make_tensor(s, in.view.rank, in.view.sizes, in.view.dtype)); });
 }
 
 // op_random(rule, generator_or_None, device_index, inputs, ints=None, floats=None)
@@ -591,11 +618,12 @@ PyType_Spec fast_spec = {"torch_tpu._C.FastBinary", sizeof(FastBinary), 0, Py_TP
 #define FASTCALL(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(f))
 
 PyMethodDef torch_methods[] = {
-    {"op", FASTCALL(py_op), METH_FASTCALL, "op(rule, inputs, ints, floats) -> [tensors]"},
+    {"op", FASTCALL(py_op), METH_FASTCALL, "op(rule, inputs, ints, floats, device) -> [tensors]"},
     {"op_random", FASTCALL(py_op_random), METH_FASTCALL,
      "op_random(rule, generator, device, inputs, ints, floats) -> [tensors]"},
     {"write", py_write, METH_VARARGS, "write(dst, src): dst[...] = src through the view machinery"},
     {"to_host", py_to_host, METH_VARARGS, "to_host(tensor, address, nbytes)"},
+    {"to_device", py_to_device, METH_VARARGS, "to_device(tensor, device) -> copy on another tpu device"},
     {"from_host", py_from_host, METH_VARARGS, "from_host(address, shape, dtype_code, device, non_blocking) -> tensor"},
     {"is_tpu", py_is_tpu, METH_O, "is this a tpu tensor backed by the engine"},
     {"storage_info", py_storage_info, METH_O, "(storage id, value id, nbytes) of a tpu tensor's storage"},

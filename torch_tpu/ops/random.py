@@ -5,7 +5,7 @@ new state with it (csrc/torch/generator.cpp)."""
 import torch
 
 from .. import _C
-from .._dispatch import NotTpuError, _fix_inputs, register, run, write
+from .._dispatch import NotTpuError, _fix_inputs, register, run, write, write_out
 from .._dtypes import dtype_code
 
 
@@ -128,7 +128,7 @@ def _gumbel(shape, device, generator):
     return -torch.log(-torch.log(u))
 
 
-@register("multinomial", out="multinomial.out")
+@register("multinomial")
 def multinomial(self, num_samples, replacement=False, *, generator=None):
     if self.dim() not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
@@ -139,7 +139,10 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
     n = self.shape[-1]
     if not replacement and num_samples > n:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-    logp = torch.log(self.float())
+    if n > 2 ** 24:
+        raise RuntimeError("number of categories cannot exceed 2^24")
+    probs = run("multinomial_check", [self], [int(bool(replacement))])[0]
+    logp = torch.log(probs.float())
     dev = _dev(self)
     if not replacement:
         keys = logp + _gumbel(self.shape, dev, generator)
@@ -148,8 +151,16 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
     return torch.argmax(keys, dim=-1)
 
 
+@register("multinomial.out")
+def multinomial_out(self, num_samples, replacement=False, *, generator=None, out):
+    if out.dtype != torch.int64:
+        raise RuntimeError(f"multinomial expects Long tensor out, got: {_tname(out.dtype)}")
+    res = multinomial(self, num_samples, replacement, generator=generator)
+    return write_out(out, res, "multinomial")
+
+
 def _tname(dt):
-    return {torch.int64: "Long", torch.int32: "Int", torch.bool: "Bool", torch.uint8: "Byte",
+    return {torch.float64: "Double", torch.float32: "Float", torch.int64: "Long", torch.int32: "Int", torch.bool: "Bool", torch.uint8: "Byte",
             torch.int16: "Short", torch.int8: "Char"}.get(dt, str(dt))
 
 
