@@ -120,7 +120,11 @@ SERVE_MODEL := $(BUILD)/models/SmolLM2-135M-Instruct
 MODEL ?= $(SERVE_MODEL)
 PORT ?= 8000
 
-.PHONY: serve-env serve-check
+SERVE_MAX_LEN ?= 2048
+SERVE_KV_BYTES ?= 268435456
+SERVE_ARGS ?=
+
+.PHONY: serve-env serve-check serve test-serve
 
 $(SERVE_STAMP): requirements-serve.txt tools/dev_install.py
 	test -x $(SERVE_PY) || $(PY) -m venv $(SERVE_VENV)
@@ -138,3 +142,16 @@ serve-env: $(PYEXT) $(SERVE_STAMP) $(SERVE_MODEL)/config.json
 # Greedy completions on tpu (the plugin) == vLLM's CPU backend (plugin off).
 serve-check: serve-env
 	$(SERVE_PY) tools/serve_check.py --model $(MODEL)
+
+# vLLM's OpenAI-compatible server on 127.0.0.1:$(PORT) for $(MODEL), on tpu.
+# The KV cache is sized explicitly (SERVE_KV_BYTES): sizing it from free
+# device memory needs the device layer's memory API.
+serve: serve-env
+	@$(SERVE_PY) -c 'import sys, torch_tpu.vllm as p; sys.exit(p.register() is None and "tpu is not the accelerator here: vLLM would not serve on tpu")'
+	$(SERVE_PY) -m vllm.entrypoints.launchers.api_server.entry --model $(MODEL) \
+	  --served-model-name $(notdir $(MODEL)) --host 127.0.0.1 --port $(PORT) \
+	  --max-model-len $(SERVE_MAX_LEN) --kv-cache-memory-bytes $(SERVE_KV_BYTES) $(SERVE_ARGS)
+
+# Starts the server on loopback (tpu, and the CPU backend as reference).
+test-serve: serve-env
+	$(SERVE_PY) -m pytest -q -x -p no:cacheprovider tests/serve
