@@ -148,6 +148,32 @@ def test_bad_request_is_4xx_and_server_keeps_serving(servers, case):
     assert complete(tpu, "The capital of France is", max_tokens=4).startswith(" Paris")
 
 
+def test_random_sampling_with_top_k_1_is_greedy(servers):
+    """The sampling path (temperature, top-k mask, random draw on tpu): with
+    top_k=1 only the argmax survives, whatever the draw."""
+    tpu, _ = servers
+    prompt = "The largest planet in the solar system is"
+    status, body = tpu.request("POST", "/v1/completions", dict(
+        model=NAME, prompt=prompt, max_tokens=12, temperature=1.0, top_k=1, top_p=0.9, ignore_eos=True))
+    assert status == 200, body
+    assert body["choices"][0]["text"] == complete(tpu, prompt)
+    assert body["usage"]["completion_tokens"] == 12
+
+
+def test_seeded_sampling(servers):
+    """A seed makes sampling repeatable; until the device layer has tpu
+    generators the request is refused with a 400 and nothing else breaks."""
+    tpu, _ = servers
+    body = dict(model=NAME, prompt="Once upon a time", max_tokens=8, temperature=1.0, seed=1234)
+    status, first = tpu.request("POST", "/v1/completions", body)
+    if status == 200:
+        status, again = tpu.request("POST", "/v1/completions", body)
+        assert status == 200 and again["choices"][0]["text"] == first["choices"][0]["text"]
+    else:
+        assert status == 400 and "torch.Generator" in first["error"]["message"], first
+    assert complete(tpu, "The capital of France is", max_tokens=4).startswith(" Paris")
+
+
 def test_zz_stops_cleanly(servers):
     """Last: SIGTERM ends the API process and its engine core, promptly."""
     tpu, _ = servers

@@ -128,6 +128,16 @@ class TpuPlatform(Platform):
         register_kernels(kernels.OVERRIDES)
 
     @classmethod
+    def validate_request(cls, processed_inputs, params) -> None:
+        """A seeded request needs a tpu random generator (vLLM makes one per
+        request); refused here, in the API process, while the device layer
+        has none, so the request gets a 400 instead of failing the engine."""
+        if getattr(params, "seed", None) is not None and not _device.generators_available(torch.device("tpu")):
+            raise ValueError(
+                "tpu: sampling with a seed needs torch.Generator(device='tpu'), which the "
+                "device layer does not provide yet; send the request without 'seed'")
+
+    @classmethod
     def check_and_update_config(cls, vllm_config) -> None:
         from vllm.config import CompilationMode, CUDAGraphMode
 
