@@ -133,9 +133,12 @@ class TpuPlatform(Platform):
         request); refused here, in the API process, while the device layer
         has none, so the request gets a 400 instead of failing the engine."""
         if getattr(params, "seed", None) is not None and not _device.generators_available(torch.device("tpu")):
-            raise ValueError(
+            from vllm.exceptions import VLLMValidationError  # a client error: HTTP 400
+
+            raise VLLMValidationError(
                 "tpu: sampling with a seed needs torch.Generator(device='tpu'), which the "
-                "device layer does not provide yet; send the request without 'seed'")
+                "device layer does not provide yet; send the request without 'seed'",
+                parameter="seed", value=params.seed)
 
     @classmethod
     def check_and_update_config(cls, vllm_config) -> None:
