@@ -1,14 +1,22 @@
-"""Transformers on tpu: the one default Transformers 5.24 does not derive
+"""Transformers on tpu: the two defaults Transformers 5.24 does not derive
 from torch.accelerator.
 
 Transformers already knows torch_tpu (is_torch_tpu_available, Trainer's
-device, CompileConfig(backend="tpu")), but ``pipeline(...)`` without
-``device`` picks its device from a fixed list (cuda, xpu, mps, ...) and
-otherwise moves the model to the CPU.  The patch below (applied by the
-import hook of torch_tpu.integrations when transformers.pipelines.base
-loads) passes ``device=tpu:<current index>`` in that case when tpu is the
-accelerator, as a CUDA machine gets ``cuda:0``.  An explicit ``device``,
-or a model dispatched with ``device_map``, is left alone.
+device, CompileConfig(backend="tpu")), but two places pick a device from a
+fixed list (cuda, xpu, mps, ...) and otherwise use the CPU.  The patches
+below are applied by the import hook of torch_tpu.integrations when their
+module loads, and act only when tpu is the accelerator:
+
+| Transformers                                      | on tpu                     |
+| ------------------------------------------------- | -------------------------- |
+| pipelines.base.Pipeline.__init__ without `device` | device=tpu:<current index> |
+|                                                   | (as a CUDA machine gets    |
+|                                                   | cuda:0; an explicit device |
+|                                                   | or a device_map is kept)   |
+| generation.continuous_batching.utils.             | the tpu device and its     |
+| get_device_and_memory_breakdown (sizes the paged  | memory figures (mem_get_   |
+| KV cache of generate_batch)                       | info, memory_reserved)     |
+|                                                   | instead of the host's      |
 """
 import functools
 
@@ -38,5 +46,28 @@ def _patch_pipeline_base(base):
     cls.__init__ = __init__
 
 
+def tpu_memory_breakdown():
+    """(device, total, reserved, allocated) bytes of the current tpu device."""
+    import torch
+
+    device = torch.device("tpu", torch.tpu.current_device())
+    torch.tpu.synchronize()
+    free, total = torch.tpu.mem_get_info(device)
+    return device, total, torch.tpu.memory_reserved(device), total - free
+
+
+def _patch_cb_utils(utils):
+    original = utils.get_device_and_memory_breakdown
+
+    @functools.wraps(original)
+    def get_device_and_memory_breakdown():
+        if _tpu_is_accelerator():
+            return tpu_memory_breakdown()
+        return original()
+
+    utils.get_device_and_memory_breakdown = get_device_and_memory_breakdown
+
+
 def register_all(register):
     register("transformers.pipelines.base", _patch_pipeline_base)
+    register("transformers.generation.continuous_batching.utils", _patch_cb_utils)
