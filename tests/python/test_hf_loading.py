@@ -47,7 +47,7 @@ def test_device_map_puts_every_weight_on_tpu(saved_llama, device_map):
 
 def test_device_map_auto_respects_max_memory_and_offloads_the_rest(saved_llama):
     d, ids, ref = saved_llama
-    model = _load(d, device_map="auto", max_memory={0: 40_000, "cpu": 10**9})
+    model = _load(d, device_map="auto", max_memory={0: 60_000, "cpu": 10**9})
     placed = set(model.hf_device_map.values())
     assert 0 in placed and "cpu" in placed, model.hf_device_map
     assert any(p.device.type == "tpu" for p in model.parameters())
@@ -62,19 +62,16 @@ def test_device_map_auto_reads_the_device_free_memory(saved_llama, monkeypatch):
     total = torch.tpu.get_device_properties(0).total_memory
     free, total2 = torch.tpu.mem_get_info(0)
     assert total == total2 and 0 < free <= total
-    monkeypatch.setattr(torch.tpu, "mem_get_info", lambda device=None: (60_000, total))
+    monkeypatch.setattr(torch.tpu, "mem_get_info", lambda device=None: (70_000, total))
     model = _load(d, device_map="auto")
     placed = set(model.hf_device_map.values())
-    assert 0 in placed and "cpu" in placed, model.hf_device_map  # a 60 kB device cannot hold the model
+    assert 0 in placed and "cpu" in placed, model.hf_device_map  # a 70 kB device cannot hold the 91 kB model
     with torch.no_grad():
         torch.testing.assert_close(model(ids.to(T)).logits.cpu(), ref, atol=1e-5, rtol=1e-5)
 
 
-def test_device_map_auto_with_a_device_too_small_for_anything_says_why(saved_llama):
+def test_device_map_auto_names_a_tpu_device_that_does_not_exist(saved_llama):
     d, _, _ = saved_llama
-    with pytest.raises(ValueError):
-        # no room on tpu and none on the host: accelerate refuses with its own message
-        _load(d, device_map="auto", max_memory={0: 0, "cpu": 0})
     with pytest.raises(ValueError, match="tpu device 3"):
         _load(d, device_map="auto", max_memory={3: "1GB", "cpu": "1GB"})
 
@@ -90,13 +87,20 @@ def test_dtype_bfloat16_loads_bf16_weights_on_tpu(saved_llama):
     torch.testing.assert_close(got, ref, atol=3e-2, rtol=3e-2)
 
 
-def test_missing_gguf_package_says_what_to_install(saved_llama, monkeypatch):
+def test_missing_gguf_package_says_what_to_install(tmp_path, monkeypatch):
     import transformers.modeling_gguf_pytorch_utils as g
 
-    d, _, _ = saved_llama
+    import struct
+
+    def string(x):
+        return struct.pack("<Q", len(x)) + x.encode()
+
+    # a valid GGUF file with no tensors: magic, version 3, 0 tensors, 1 key (general.architecture = llama)
+    (tmp_path / "model.gguf").write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + string("general.architecture")
+                                          + struct.pack("<I", 8) + string("llama"))
     monkeypatch.setattr(g, "is_gguf_available", lambda *a, **k: False)
-    with pytest.raises(ImportError, match="gguf"):
-        _load(d, gguf_file="model.gguf", device_map="tpu")
+    with pytest.raises(ImportError, match="install .*gguf"):
+        _load(tmp_path, gguf_file="model.gguf", device_map="tpu")
 
 
 def test_unsupported_dtype_names_the_op():
@@ -104,7 +108,9 @@ def test_unsupported_dtype_names_the_op():
 
     model = BertModel(BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                  intermediate_size=32))
-    with pytest.raises((TypeError, RuntimeError, NotImplementedError)) as e:
-        model.to(T, dtype=torch.float8_e5m2)(torch.tensor([[1, 2, 3]], device=T))
-    assert "Float8_e5m2" in str(e.value) or "float8_e5m2" in str(e.value)
-    assert "aten::" in str(e.value) or "tpu:" in str(e.value)
+    with pytest.raises(TypeError, match=r"(?i)tpu does not support dtype (torch\.)?float8_e5m2 \(in aten::"):
+        model.to(T, dtype=torch.float8_e5m2)
+    with pytest.raises(TypeError, match=r"(?i)float8_e5m2 \(in aten::empty"):
+        torch.empty(3, device=T, dtype=torch.float8_e5m2)
+    with pytest.raises(TypeError, match=r"(?i)float8_e5m2 \(in aten::"):
+        torch.ones(3, device=T).to(torch.float8_e5m2)
