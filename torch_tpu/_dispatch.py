@@ -190,6 +190,10 @@ def _with_fallback(fn, name):
             return fn(*args, **kwargs)
         except Unsupported:
             return _cpu_fallback(op, *args, **kwargs)
+        except TypeError as e:  # dtype_code(): name the op that met the dtype
+            if str(e).startswith("tpu does not support dtype") and "(in " not in str(e):
+                raise TypeError(f"{e} (in aten::{name})") from None
+            raise
 
     kernel.__name__ = getattr(fn, "__name__", name)
     return kernel

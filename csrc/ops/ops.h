@@ -168,5 +168,7 @@ extern const tpu_op_rule_t tpu_rules_index[];       /* index.c: gather/scatter/i
 extern const tpu_op_rule_t tpu_rules_random[];      /* random.c: rng_bit_generator based sampling */
 extern const tpu_op_rule_t tpu_rules_optim[];       /* optim.c: fused optimizer steps */
 extern const tpu_op_rule_t tpu_rules_extra[];       /* extra.c: upsampling, padding modes, special functions ... */
+extern const tpu_op_rule_t tpu_rules_search[];      /* search.c: isin, searchsorted */
+extern const tpu_op_rule_t tpu_rules_grouped_mm[];  /* grouped_mm.c: grouped matmul (MoE experts) */
 
 #endif /* TPU_OPS_OPS_H_ */

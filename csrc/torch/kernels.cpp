@@ -20,16 +20,17 @@ c10::DeviceIndex device_index_of(std::optional<c10::Device> device) {
   return i;
 }
 
-tpu_dtype_t checked_dtype(c10::ScalarType t) {
+tpu_dtype_t checked_dtype(c10::ScalarType t, const char* op) {
   tpu_dtype_t code = dtype_code(t);
-  TORCH_CHECK_TYPE(code != TPU_DTYPE_INVALID, "tpu does not support dtype ", t);
+  TORCH_CHECK_TYPE(code != TPU_DTYPE_INVALID, "tpu does not support dtype ", t, " (in ", op, ")");
   return code;
 }
 
 // A tensor over a new engine storage of `nbytes` bytes with no value yet.
-at::Tensor empty_with_bytes(c10::IntArrayRef size, c10::ScalarType dtype, c10::DeviceIndex device, int64_t numel_storage) {
+at::Tensor empty_with_bytes(c10::IntArrayRef size, c10::ScalarType dtype, c10::DeviceIndex device, int64_t numel_storage,
+                            const char* op) {
   tpu_storage_t* s = nullptr;
-  check(tpu_rt_storage_empty(device, checked_dtype(dtype), numel_storage, &s));
+  check(tpu_rt_storage_empty(device, checked_dtype(dtype, op), numel_storage, &s));
   size_t nbytes = tpu_storage_nbytes(s);
   c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, make_data_ptr(s, device, nbytes), device_allocator(),
                        /*resizable=*/true);
@@ -50,7 +51,7 @@ at::Tensor tpu_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype
   TORCH_CHECK(!layout || *layout == c10::Layout::Strided, "tpu: only strided tensors are supported, got ", *layout);
   check_sizes(size);
   c10::ScalarType dt = dtype.value_or(c10::get_default_dtype_as_scalartype());
-  at::Tensor t = empty_with_bytes(size, dt, device_index_of(device), c10::multiply_integers(size));
+  at::Tensor t = empty_with_bytes(size, dt, device_index_of(device), c10::multiply_integers(size), "aten::empty");
   c10::MemoryFormat mf = memory_format.value_or(c10::MemoryFormat::Contiguous);
   if (mf != c10::MemoryFormat::Contiguous && mf != c10::MemoryFormat::Preserve)
     t.unsafeGetTensorImpl()->empty_tensor_restride(mf);
@@ -67,7 +68,7 @@ at::Tensor tpu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std
   size_t itemsize = c10::elementSize(dt);
   size_t nbytes = at::detail::computeStorageNbytes(size, stride, itemsize);
   at::Tensor t = empty_with_bytes({static_cast<int64_t>(nbytes / itemsize)}, dt, device_index_of(device),
-                                  static_cast<int64_t>(nbytes / itemsize));
+                                  static_cast<int64_t>(nbytes / itemsize), "aten::empty_strided");
   t.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride);
   return t;
 }
