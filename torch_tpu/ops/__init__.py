@@ -6,7 +6,7 @@ reported, not hidden)."""
 import importlib
 import warnings
 
-_FAMILIES = ["core", "random", "elementwise", "reduce", "linalg", "nn", "index", "optim", "extra", "rnn"]
+_FAMILIES = ["core", "random", "elementwise", "reduce", "linalg", "nn", "index", "optim", "extra", "rnn", "fractional_pool"]
 loaded = []
 failed = {}
 
