@@ -110,7 +110,8 @@ extern const tpu_op_rule_t tpu_rules_index[];       /* index.c: gather/scatter/i
 extern const tpu_op_rule_t tpu_rules_random[];      /* random.c: rng_bit_generator based sampling */
 extern const tpu_op_rule_t tpu_rules_optim[];       /* optim.c: fused optimizer steps */
 extern const tpu_op_rule_t tpu_rules_extra[];       /* extra.c: upsampling, padding modes, special functions ... */
-extern const tpu_op_rule_t tpu_rules_rnn[];         /* rnn.c: LSTM / GRU / RNN layers and fused cells */
+extern const tpu_op_rule_t tpu_rules_rnn[];         /* rnn.c: fused LSTM / GRU cells */
+extern const tpu_op_rule_t tpu_rules_rnn_layer[];   /* rnn_layer.c: LSTM / GRU / RNN layers as loops */
 extern const tpu_op_rule_t tpu_rules_fractional_pool[]; /* fractional_pool.c: fractional max pooling */
 
 #endif /* TPU_OPS_OPS_H_ */
