@@ -170,5 +170,8 @@ extern const tpu_op_rule_t tpu_rules_optim[];       /* optim.c: fused optimizer 
 extern const tpu_op_rule_t tpu_rules_extra[];       /* extra.c: upsampling, padding modes, special functions ... */
 extern const tpu_op_rule_t tpu_rules_search[];      /* search.c: isin, searchsorted */
 extern const tpu_op_rule_t tpu_rules_grouped_mm[];  /* grouped_mm.c: grouped matmul (MoE experts) */
+extern const tpu_op_rule_t tpu_rules_rnn[];         /* rnn.c: fused LSTM / GRU cells */
+extern const tpu_op_rule_t tpu_rules_rnn_layer[];   /* rnn_layer.c: LSTM / GRU / RNN layers as loops */
+extern const tpu_op_rule_t tpu_rules_fractional_pool[]; /* fractional_pool.c: fractional max pooling */
 
 #endif /* TPU_OPS_OPS_H_ */

@@ -587,8 +587,9 @@ def worker_main(keys_file, out_file, max_samples, runner="samples"):
 
 
 class _Worker:
-    def __init__(self, keys, max_samples, env, tmpdir, wid, log, runner="samples"):
+    def __init__(self, keys, max_samples, env, tmpdir, wid, log, runner="samples", script=None):
         self.runner = runner
+        self.script = script or os.path.abspath(__file__)  # its `--worker` main runs the keys
         self.keys = list(keys)
         self.max_samples = max_samples
         self.env = env
@@ -613,8 +614,10 @@ class _Worker:
         self.pos = 0
         self.current, self.current_since = None, time.time()
         self.stderr = open(os.path.join(self.tmpdir, f"err{self.wid}_{self.restarts}.txt"), "w")
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", self.keys_file, self.out_file,
-               str(self.max_samples if self.max_samples is not None else -1), self.runner]
+        cmd = [sys.executable, self.script, "--worker", self.keys_file, self.out_file,
+               str(self.max_samples if self.max_samples is not None else -1)]
+        if self.runner != "samples":
+            cmd.append(self.runner)
         self.proc = subprocess.Popen(cmd, env=self.env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=self.stderr)
 
     def poll(self, op_timeout):
@@ -693,9 +696,11 @@ class _Worker:
         self._start()
 
 
-def run_sweep(keys, jobs=2, max_samples=None, op_timeout=600, env=None, log=None, runner="samples"):
+def run_sweep(keys, jobs=2, max_samples=None, op_timeout=600, env=None, log=None, runner="samples", script=None):
     """Runs `keys` in `jobs` worker processes; returns {key: result}.
-    runner: what a worker runs per op (see worker_main)."""
+    runner: what a worker runs per op (see worker_main); script: the worker
+    program (default this file; module_util.py runs ModuleInfos with the
+    same protocol)."""
     env = dict(os.environ if env is None else env)
     env.setdefault("OPINFO_WORKER_THREADS", "1" if jobs > 1 else "0")
     env["PYTHONWARNINGS"] = "ignore"
@@ -703,7 +708,7 @@ def run_sweep(keys, jobs=2, max_samples=None, op_timeout=600, env=None, log=None
     jobs = max(1, min(jobs, len(keys))) if keys else 0
     results = {}
     with tempfile.TemporaryDirectory(prefix="opinfo_") as tmp:
-        workers = [_Worker(keys[i::jobs], max_samples, env, tmp, i, log, runner) for i in range(jobs)]
+        workers = [_Worker(keys[i::jobs], max_samples, env, tmp, i, log, runner, script) for i in range(jobs)]
         active = list(workers)
         while active:
             time.sleep(0.2)
@@ -727,6 +732,17 @@ def fallback_table(results):
         for name in r.get("fallbacks", {}) or {}:
             agg[name] = agg.get(name, 0) + 1
     return dict(sorted(agg.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def failure_kinds(results):
+    """{first error message (type and text, trimmed): [keys that failed with it]},
+    the most common first."""
+    kinds = {}
+    for k, r in results.items():
+        if r.get("status") == "fail":
+            e = (r.get("error") or "?").split(": ", 1)[-1]
+            kinds.setdefault(e.split(" | ")[0][:90], []).append(k)
+    return {e: ks for e, ks in sorted(kinds.items(), key=lambda kv: -len(kv[1]))}
 
 
 def git_commit():

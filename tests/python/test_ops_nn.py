@@ -256,3 +256,10 @@ def test_binary_cross_entropy(reduction):
 def test_conv_error_message():
     with pytest.raises(RuntimeError, match="expected input.* to have 4 channels"):
         F.conv2d(torch.randn(1, 3, 5, 5, device=T), torch.randn(2, 4, 3, 3, device=T))
+
+
+def test_nll_loss_backward_every_target_ignored_gives_zero_grad_like_cpu():
+    # mean over a total weight of 0: the loss is NaN on both, the gradient 0
+    x = torch.randn(2, 3)
+    t = torch.tensor([1, 1])
+    _compare(lambda x: F.cross_entropy(x, t.to(x.device), ignore_index=1), x, atol=0, rtol=0)

@@ -6,7 +6,8 @@ reported, not hidden)."""
 import importlib
 import warnings
 
-_FAMILIES = ["core", "random", "elementwise", "reduce", "linalg", "nn", "index", "optim", "extra", "search", "grouped_mm"]
+_FAMILIES = ["core", "random", "elementwise", "reduce", "linalg", "nn", "index", "optim", "extra", "search", "grouped_mm",
+             "rnn", "fractional_pool"]
 loaded = []
 failed = {}
 
