@@ -196,6 +196,38 @@ c10d::AllreduceOptions wire_allreduce(const c10d::AllreduceOptions& o, const Red
 // the write-back onto it; the others (gloo's send/recv) write back in wait()
 // or isCompleted() on the caller's thread.
 
+// Completes a TpuWork's future when the last of its host futures has: the
+// write-back runs then, on the thread that completed it.
+struct Completion {
+  Completion(FuturePtr fut, std::function<void()> writeback, std::vector<at::Tensor> results, size_t parts)
+      : fut(std::move(fut)), writeback(std::move(writeback)), results(std::move(results)), left(parts) {}
+
+  void arrive(c10::ivalue::Future& part) {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      if (part.hasError() && !err) err = part.exception_ptr();
+      if (--left > 0) return;
+    }
+    if (!err) {
+      try {
+        if (writeback) writeback();
+      } catch (...) {
+        err = std::current_exception();
+      }
+    }
+    writeback = nullptr;  // host tensors freed now
+    if (err) fut->setError(err);
+    else fut->markCompleted(c10::IValue(results));
+  }
+
+  FuturePtr fut;
+  std::function<void()> writeback;
+  std::vector<at::Tensor> results;
+  size_t left;
+  std::exception_ptr err;
+  std::mutex mu;
+};
+
 class TpuWork final : public c10d::Work {
  public:
   TpuWork(int rank, OpType type, std::vector<WorkPtr> host, std::function<void()> writeback,
@@ -223,33 +255,9 @@ class TpuWork final : public c10d::Work {
       finish_now();
     } else if (!futs.empty()) {
       chained_ = true;
-      FuturePtr all = futs[0];
-      if (futs.size() > 1) {
-        c10::List<FuturePtr> list;
-        for (auto& f : futs) list.push_back(f);
-        all = c10::collectAll(list);
-      }
       // the callback holds what it needs, not the Work (the Work may be dropped)
-      FuturePtr fut = fut_;
-      auto wb = std::make_shared<std::function<void()>>(std::move(writeback_));
-      std::vector<at::Tensor> results = results_;
-      std::vector<FuturePtr> parts = futs;
-      all->addCallback([fut, wb, results, parts](c10::ivalue::Future& f) {
-        std::exception_ptr err;
-        if (f.hasError()) err = f.exception_ptr();
-        for (auto& p : parts)
-          if (!err && p->hasError()) err = p->exception_ptr();
-        if (!err) {
-          try {
-            if (*wb) (*wb)();
-          } catch (...) {
-            err = std::current_exception();
-          }
-        }
-        *wb = nullptr;  // host tensors freed now
-        if (err) fut->setError(err);
-        else fut->markCompleted(c10::IValue(results));
-      });
+      auto done = std::make_shared<Completion>(fut_, std::move(writeback_), results_, futs.size());
+      for (auto& f : futs) f->addCallback([done](c10::ivalue::Future& part) { done->arrive(part); });
     }
   }
 
@@ -715,17 +723,29 @@ class TpuDistBackend final : public c10d::Backend {
     for (auto& x : inputs) in_n.push_back(x.numel());
     for (auto& x : outputs) out_n.push_back(x.numel());
     agree_splits(in_n, out_n);
-    std::vector<at::Tensor> win, wout, staged;
-    for (auto& x : inputs) win.push_back(bytes_of(to_host(x)));
-    for (auto& o : outputs) {
-      staged.push_back(host_like(o));
-      wout.push_back(bytes_of(staged.back()));
+    // one uneven all_to_all_single over the bytes (gloo's list all_to_all
+    // needs equal sizes; NCCL's does not)
+    std::vector<int64_t> in_b, out_b;
+    int64_t in_total = 0, out_total = 0;
+    for (auto& x : inputs) in_total += (in_b.emplace_back(static_cast<int64_t>(x.nbytes())), in_b.back());
+    for (auto& o : outputs) out_total += (out_b.emplace_back(static_cast<int64_t>(o.nbytes())), out_b.back());
+    at::Tensor win = at::empty({in_total}, at::kByte), wout = at::empty({out_total}, at::kByte);
+    int64_t off = 0;
+    for (size_t i = 0; i < inputs.size(); i++) {
+      read_into(inputs[i], static_cast<uint8_t*>(win.data_ptr()) + off, static_cast<size_t>(in_b[i]));
+      off += in_b[i];
     }
-    auto hw = host_->alltoall(wout, win, opts);
+    std::vector<int64_t> out_arg = out_b, in_arg = in_b;  // the host backend may take them
+    auto hw = host_->alltoall_base(wout, win, out_arg, in_arg, opts);
     auto targets = outputs;
     return track(OpType::ALLTOALL, {hw},
-                 [targets, staged, win]() {
-                   for (size_t i = 0; i < targets.size(); i++) write_from_host(targets[i], staged[i]);
+                 [targets, wout, win, out_b]() {
+                   int64_t o = 0;
+                   for (size_t i = 0; i < targets.size(); i++) {
+                     at::Tensor part = wout.narrow(0, o, out_b[i]).view(targets[i].scalar_type());
+                     write_from_host(targets[i], part.view(targets[i].sizes()));
+                     o += out_b[i];
+                   }
                  },
                  outputs);
   }
