@@ -38,6 +38,18 @@ def report(data):
             json.dump(data, f)
 
 
+_t0 = [None]
+
+
+def tick(what):
+    """Progress with elapsed seconds (in the rank's log, shown on failure)."""
+    import time
+    now = time.monotonic()
+    if _t0[0] is None:
+        _t0[0] = now
+    print(f"[rank {RANK}] {now - _t0[0]:7.2f}s {what}", flush=True)
+
+
 def seed_of(*parts):
     return zlib.crc32(repr(parts).encode()) & 0x7FFFFFFF
 
@@ -112,9 +124,12 @@ def same(got, want, what, exact=False):
 
 
 def init(backend=None, **kw):
+    tick("start")
     torch.tpu.set_device(LOCAL_RANK)
     dist.init_process_group(backend, **kw)
-    return dist.new_group(backend="gloo")
+    g = dist.new_group(backend="gloo")
+    tick("init")
+    return g
 
 
 # ---- the collectives matrix -------------------------------------------------------------------------
@@ -522,6 +537,379 @@ def collectives(*args):
     dist.all_reduce(c)
     same(c, torch.full((3,), float(sum(range(1, WORLD + 1)))), "cpu all_reduce on the default group")
     report({"checked": m.count, "parts": parts})
+    dist.destroy_process_group()
+
+
+# ---- DDP ------------------------------------------------------------------------------------------
+
+class Net(torch.nn.Module):
+    """Two paths: `aux` is used only on even steps (find_unused_parameters)."""
+
+    def __init__(self, d=16, h=32, out=4):
+        super().__init__()
+        self.l1 = torch.nn.Linear(d, h)
+        self.l2 = torch.nn.Linear(h, h)
+        self.aux = torch.nn.Linear(h, h)
+        self.head = torch.nn.Linear(h, out)
+
+    def forward(self, x, use_aux=True):
+        y = torch.relu(self.l1(x))
+        y = torch.tanh(self.l2(y))
+        if use_aux:
+            y = y + 0.5 * self.aux(y)
+        return self.head(y)
+
+
+def batch(step, n, d=16, out=4, salt="ddp"):
+    g = torch.Generator().manual_seed(seed_of(salt, step))
+    return torch.randn(n, d, generator=g), torch.randint(0, out, (n,), generator=g)
+
+
+def params_of(model):
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+
+def close_dicts(got, want, what, atol=2e-5, rtol=2e-5):
+    assert got.keys() == want.keys(), f"{what}: keys differ"
+    for k in want:
+        torch.testing.assert_close(got[k].float(), want[k].float(), atol=atol, rtol=rtol,
+                                   msg=lambda m, k=k: f"{what}: {k}: {m}")
+
+
+def ddp_train(dev, group, steps, micro, *, find_unused=False, no_sync=False, bucket_mb=25.0, as_view=False,
+              reference=False):
+    """Trains Net with DDP (or, reference=True, alone on the full batch) and
+    returns the parameters after every step."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    model = Net().to(dev)
+    per = micro // WORLD
+    if reference:
+        net = model
+    else:
+        net = DDP(model, device_ids=None, process_group=group, find_unused_parameters=find_unused,
+                  bucket_cap_mb=bucket_mb, gradient_as_bucket_view=as_view)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    history = []
+    nbuckets = None
+    for step in range(steps):
+        opt.zero_grad()
+        use_aux = not find_unused or step % 2 == 0
+        chunks = 2 if no_sync else 1
+        for c in range(chunks):
+            x, y = batch((step, c), micro)
+            if not reference:
+                x, y = x[RANK * per:(RANK + 1) * per], y[RANK * per:(RANK + 1) * per]
+            x, y = x.to(dev), y.to(dev)
+            ctx = net.no_sync() if (no_sync and c == 0 and not reference) else _nullctx()
+            with ctx:
+                loss = torch.nn.functional.cross_entropy(net(x, use_aux), y)
+                loss.backward()
+        opt.step()
+        history.append(params_of(model))
+    if not reference:
+        nbuckets = len(net.reducer._get_zeros_like_grad_buckets())
+    return history, nbuckets
+
+
+class _nullctx:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+@scenario
+def ddp():
+    gloo = init()
+    dev = device()
+    variants = [dict(bucket_mb=0.001), dict(find_unused=True), dict(no_sync=True, as_view=True)]
+    out = {}
+    for v in variants:
+        name = ",".join(f"{k}={val}" for k, val in v.items()) or "default"
+        tpu, nb = ddp_train(dev, None, 3, 8, **v)
+        ref, _ = ddp_train("cpu", None, 3, 8, reference=True, **v)
+        gl, _ = ddp_train("cpu", gloo, 3, 8, **v)
+        for step, (a, b, c) in enumerate(zip(tpu, ref, gl)):
+            close_dicts(a, b, f"DDP {name} step {step} vs single-process CPU")
+            close_dicts(a, c, f"DDP {name} step {step} vs DDP on gloo/CPU")
+        out[name] = nb
+    assert out["bucket_mb=0.001"] > 1, out  # several buckets
+    report({"buckets": out})
+    dist.destroy_process_group()
+
+
+# ---- FSDP2, DCP -----------------------------------------------------------------------------------
+
+class Stack(torch.nn.Module):
+    def __init__(self, d=64, layers=3, out=4):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(layers))
+        self.head = torch.nn.Linear(d, out)
+
+    def forward(self, x):
+        for l in self.layers:
+            x = torch.tanh(l(x))
+        return self.head(x)
+
+
+def full_params(model):
+    out = {}
+    for k, v in model.state_dict().items():
+        v = v.full_tensor() if hasattr(v, "full_tensor") else v
+        out[k] = v.detach().cpu().float().clone()
+    return out
+
+
+def fsdp_train(dev, mesh, steps, *, mp=None, reference=False, d=64, adam=True):
+    from torch.distributed.fsdp import fully_shard
+    torch.manual_seed(0)
+    model = Stack(d).to(dev)
+    if not reference:
+        kw = dict(mesh=mesh) if mesh is not None else {}
+        if mp is not None:
+            kw["mp_policy"] = mp
+        for l in model.layers:
+            fully_shard(l, **kw)
+        fully_shard(model, **kw)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2) if adam else torch.optim.SGD(model.parameters(), lr=0.5)
+    hist = []
+    n = 4 * WORLD
+    for step in range(steps):
+        x, y = batch(step, n, d=d, salt="fsdp")
+        if not reference:
+            per = n // WORLD
+            x, y = x[RANK * per:(RANK + 1) * per], y[RANK * per:(RANK + 1) * per]
+        loss = torch.nn.functional.cross_entropy(model(x.to(dev)), y.to(dev))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        hist.append(full_params(model))
+    return model, hist
+
+
+@scenario
+def fsdp():
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    gloo = init()
+    dev = device()
+    mesh = init_device_mesh("tpu", (WORLD,))
+    cpu_mesh = init_device_mesh("cpu", (WORLD,))
+
+    # training: fp32 against the single-process CPU run and FSDP2 on gloo/CPU
+    model, tpu = fsdp_train(dev, mesh, 3)
+    _, ref = fsdp_train("cpu", None, 3, reference=True)
+    _, gl = fsdp_train("cpu", cpu_mesh, 3)
+    for step in range(3):
+        close_dicts(tpu[step], ref[step], f"FSDP2 step {step} vs single-process CPU", atol=1e-5, rtol=1e-4)
+        close_dicts(tpu[step], gl[step], f"FSDP2 step {step} vs FSDP2 on gloo/CPU", atol=1e-5, rtol=1e-4)
+
+    tick("fp32")
+    # mixed precision: bf16 parameters, fp32 gradient reduction (SGD: Adam's
+    # first step is sign(g) * lr, which turns bf16 rounding into lr-sized steps)
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    _, tpu_mp = fsdp_train(dev, mesh, 2, mp=mp, adam=False)
+    _, gl_mp = fsdp_train("cpu", cpu_mesh, 2, mp=mp, adam=False)
+    _, ref_sgd = fsdp_train("cpu", None, 2, reference=True, adam=False)
+    for step in range(2):
+        close_dicts(tpu_mp[step], gl_mp[step], f"FSDP2 bf16/fp32 step {step} vs gloo/CPU", atol=2e-3, rtol=2e-2)
+        close_dicts(tpu_mp[step], ref_sgd[step], f"FSDP2 bf16/fp32 step {step} vs fp32 CPU", atol=1e-2, rtol=5e-2)
+    tick("mixed precision")
+
+    # memory: unsharded parameters are freed on reshard (storage resize to 0)
+    big = Stack(512, layers=2).to(dev)
+    for l in big.layers:
+        fully_shard(l, mesh=mesh)
+    fully_shard(big, mesh=mesh)
+    torch.tpu.synchronize()
+    sharded = torch.tpu.memory_allocated(dev)
+    for m in [*big.layers, big]:
+        m.unshard()
+    torch.tpu.synchronize()
+    unsharded = torch.tpu.memory_allocated(dev)
+    for m in [*big.layers, big]:
+        m.reshard()
+    torch.tpu.synchronize()
+    resharded = torch.tpu.memory_allocated(dev)
+    full_bytes = sum(p.numel() * p.element_size() for p in big.parameters())  # DTensor: the global size
+    assert unsharded - sharded >= 0.9 * full_bytes * (WORLD - 1) / WORLD, (sharded, unsharded, full_bytes)
+    assert resharded <= sharded + 0.05 * full_bytes, (sharded, unsharded, resharded)
+    tick("memory")
+    # ... and after a forward with reshard_after_forward (the default)
+    big(torch.randn(2, 512).to(dev)).sum().backward()
+    torch.tpu.synchronize()
+    after_step = torch.tpu.memory_allocated(dev)
+    grads = sum(p.grad._local_tensor.numel() * 4 for p in big.parameters())
+    assert after_step <= sharded + grads + 0.05 * full_bytes, (sharded, after_step, grads)
+
+    # DCP: save the sharded model, load it into a differently initialised one
+    ckpt = os.path.join(os.environ["TPU_DIST_OUT"], "ckpt")
+    sd = get_model_state_dict(model)
+    dcp.save(sd, checkpoint_id=ckpt)
+    torch.manual_seed(123)
+    other = Stack().to(dev)
+    for l in other.layers:
+        fully_shard(l, mesh=mesh)
+    fully_shard(other, mesh=mesh)
+    before = full_params(other)
+    assert any(not torch.equal(before[k], tpu[-1][k]) for k in before)
+    sd2 = get_model_state_dict(other)
+    dcp.load(sd2, checkpoint_id=ckpt)
+    set_model_state_dict(other, sd2)
+    close_dicts(full_params(other), tpu[-1], "DCP round trip", atol=0, rtol=0)
+    tick("dcp")
+    report({"mem": [sharded, unsharded, resharded, after_step], "full_bytes": full_bytes})
+    dist.destroy_process_group()
+
+
+# ---- tensor parallel, DTensor, HSDP ----------------------------------------------------------------
+
+class MLP(torch.nn.Module):
+    def __init__(self, d=16, h=32):
+        super().__init__()
+        self.w1 = torch.nn.Linear(d, h)
+        self.w2 = torch.nn.Linear(h, d)
+
+    def forward(self, x):
+        return self.w2(torch.relu(self.w1(x)))
+
+
+class Block(torch.nn.Module):
+    """A transformer block: attention (q, k, v, o) and an MLP, pre-norm."""
+
+    def __init__(self, d=16, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.norm1 = torch.nn.LayerNorm(d)
+        self.q = torch.nn.Linear(d, d)
+        self.k = torch.nn.Linear(d, d)
+        self.v = torch.nn.Linear(d, d)
+        self.o = torch.nn.Linear(d, d)
+        self.norm2 = torch.nn.LayerNorm(d)
+        self.mlp = MLP(d, 4 * d)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        h = self.norm1(x)
+        split = lambda z: z.view(b, t, -1, z.shape[-1] // (self.heads // 1) if False else 4).transpose(1, 2)  # noqa
+        q, k, v = (self.q(h), self.k(h), self.v(h))
+        q, k, v = (z.reshape(b, t, -1, 4).transpose(1, 2) for z in (q, k, v))
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, -1))
+        return x + self.mlp(self.norm2(x))
+
+
+def grads_of(model):
+    out = {}
+    for k, p in model.named_parameters():
+        g = p.grad
+        g = g.full_tensor() if hasattr(g, "full_tensor") else g
+        out[k] = g.detach().cpu().float().clone()
+    return out
+
+
+def tp_check(make, plan, x, mesh, dev, what):
+    from torch.distributed.tensor.parallel import parallelize_module
+    torch.manual_seed(0)
+    ref = make()
+    out_ref = ref(x)
+    out_ref.sum().backward()
+    torch.manual_seed(0)
+    model = parallelize_module(make().to(dev), mesh, plan)
+    out = model(x.to(dev))
+    out = out.full_tensor() if hasattr(out, "full_tensor") else out
+    out.sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), out_ref.detach(), atol=1e-5, rtol=1e-5,
+                               msg=lambda m: f"{what} output: {m}")
+    close_dicts(grads_of(model), grads_of(ref), f"{what} gradients", atol=1e-5, rtol=1e-4)
+
+
+@scenario
+def tp_dtensor():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+    import torch.distributed.tensor as dt
+    init()
+    dev = device()
+    mesh = init_device_mesh("tpu", (WORLD,))
+
+    # tensor parallel: an MLP and a transformer block, against CPU
+    x = torch.randn(3, 16, generator=torch.Generator().manual_seed(1))
+    tp_check(MLP, {"w1": ColwiseParallel(), "w2": RowwiseParallel()}, x, mesh, dev, "TP MLP")
+    xb = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(2))
+    plan = {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(), "o": RowwiseParallel(),
+            "mlp.w1": ColwiseParallel(), "mlp.w2": RowwiseParallel()}
+    tp_check(Block, plan, xb, mesh, dev, "TP transformer block")
+    tick("tensor parallel")
+
+    # DTensor placements and redistribution, against the same ops on CPU
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(4 * WORLD, 6, generator=g), torch.randn(6, 2 * WORLD, generator=g)
+    A = distribute_tensor(a.to(dev), mesh, [Shard(0)])
+    B = distribute_tensor(b.to(dev), mesh, [Replicate()])
+    checks = {
+        "Shard(0) local": (A.to_local().cpu(), a.chunk(WORLD)[RANK]),
+        "Shard(0) @ Replicate": ((A @ B).full_tensor().cpu(), a @ b),
+        "Shard(0) -> Replicate": (A.redistribute(mesh, [Replicate()]).to_local().cpu(), a),
+        "Shard(0) -> Shard(1)": (A.redistribute(mesh, [Shard(1)]).to_local().cpu(), a.chunk(WORLD, 1)[RANK]),
+        "Replicate -> Shard(1)": (B.redistribute(mesh, [Shard(1)]).to_local().cpu(), b.chunk(WORLD, 1)[RANK]),
+        "elementwise on Shard(0)": ((A * 2 + 1).full_tensor().cpu(), a * 2 + 1),
+        "sum of Shard(0)": (A.sum().full_tensor().cpu(), a.sum()),
+    }
+    # Partial: a sum over the sharded dimension, reduced on redistribute
+    C = distribute_tensor(b.to(dev), mesh, [Shard(0)])
+    P = A.redistribute(mesh, [Shard(1)]) @ C  # Shard(1) @ Shard(0) -> Partial
+    assert isinstance(P.placements[0], Partial), P.placements
+    checks["Partial -> Replicate"] = (P.redistribute(mesh, [Replicate()]).to_local().cpu(), a @ b)
+    checks["Partial -> Shard(0)"] = (P.redistribute(mesh, [Shard(0)]).to_local().cpu(), (a @ b).chunk(WORLD)[RANK])
+    local = torch.full((2, 3), float(RANK + 1))
+    Pm = DTensor.from_local(local.to(dev), mesh, [Partial()])
+    checks["from_local Partial -> Replicate"] = (Pm.full_tensor().cpu(), torch.full((2, 3), float(sum(range(1, WORLD + 1)))))
+    for what, (got, want) in checks.items():
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5, msg=lambda m, w=what: f"DTensor {w}: {m}")
+    tick("dtensor")
+
+    # sharded random numbers equal the unsharded ones under the same seed
+    # (row shards: DTensor moves each shard's generator offset to its first
+    # element; column shards are not contiguous, which DTensor does not model)
+    for dtype in (torch.float32, torch.bfloat16):
+        torch.manual_seed(7)
+        sharded = dt.randn(4 * WORLD, 8, device_mesh=mesh, placements=[Shard(0)], dtype=dtype).full_tensor().cpu()
+        torch.manual_seed(7)
+        full = dt.randn(4 * WORLD, 8, device_mesh=mesh, placements=[Replicate()], dtype=dtype).full_tensor().cpu()
+        torch.manual_seed(7)
+        single = torch.randn(4 * WORLD, 8, device=dev, dtype=dtype).cpu()
+        assert torch.equal(sharded, full), f"sharded randn ({dtype}) differs from the unsharded one"
+        assert torch.equal(full, single), f"replicated randn ({dtype}) differs from a plain randn"
+        assert full.float().std() > 0.5 and not torch.equal(full[:4], full[4:8])
+        # the generators stay in step: the next draw agrees too
+        nxt = dt.rand(2 * WORLD, device_mesh=mesh, placements=[Shard(0)]).full_tensor().cpu()
+        gathered = [torch.zeros(2 * WORLD) for _ in range(WORLD)]
+        dist.all_gather_object(gathered, nxt)
+        assert all(torch.equal(g, nxt) for g in gathered)
+    tick("rng")
+    report({"rng": "ok"})
+    dist.destroy_process_group()
+
+
+@scenario
+def hsdp():
+    """HSDP on a 2 x (WORLD / 2) mesh: replicate across dim 0, shard across dim 1."""
+    from torch.distributed.device_mesh import init_device_mesh
+    init()
+    dev = device()
+    mesh = init_device_mesh("tpu", (2, WORLD // 2), mesh_dim_names=("replicate", "shard"))
+    _, tpu = fsdp_train(dev, mesh, 2)
+    _, ref = fsdp_train("cpu", None, 2, reference=True)
+    for step in range(2):
+        close_dicts(tpu[step], ref[step], f"HSDP step {step} vs single-process CPU", atol=1e-5, rtol=1e-4)
+    tick("hsdp")
+    report({"mesh": list(mesh.shape)})
     dist.destroy_process_group()
 
 
