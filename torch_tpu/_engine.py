@@ -55,6 +55,14 @@ def _int_env(name, default):
     return int(v) if v else default
 
 
+def num_devices():
+    """TORCH_TPU_NUM_DEVICES; else, under torchrun (LOCAL_WORLD_SIZE), one
+    device per local process, so that tpu:LOCAL_RANK names this process's
+    device as cuda:LOCAL_RANK does; else 1."""
+    n = _int_env("TORCH_TPU_NUM_DEVICES", 0)
+    return n if n > 0 else max(_int_env("LOCAL_WORLD_SIZE", 1), 1)
+
+
 class _quiet_stderr:
     """The XLA plugin logs informational lines to fd 2 while it starts; they
     are hidden unless TORCH_TPU_LOG=info (or debug).  Errors still come back
@@ -94,7 +102,7 @@ def ensure_initialized():
         with _quiet_stderr():
             _C.init(
                 plugin,
-                num_devices=_int_env("TORCH_TPU_NUM_DEVICES", 1),
+                num_devices=num_devices(),
                 mode=mode_from_env(),
                 cache_dir=cache_dir_from_env(),
                 fused_max_nodes=_int_env("TORCH_TPU_FUSED_MAX_NODES", 0),
@@ -126,7 +134,7 @@ def configure():
             warnings.warn(f"torch_tpu: {error}", RuntimeWarning, stacklevel=3)
     hint = -1
     if _plugin and "xla_cpu" in os.path.basename(_plugin):
-        hint = max(_int_env("TORCH_TPU_NUM_DEVICES", 1), 1)
+        hint = num_devices()
     _C._configure(_plugin, error, hint)
 
 

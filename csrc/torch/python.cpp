@@ -26,6 +26,8 @@ void tpu_torch_register_hooks(void);
 }
 
 namespace torch_tpu {
+int c10d_register(PyObject* module);  // c10d_backend.cpp: the tpu_dist backend's constructor
+
 namespace {
 
 PyObject* g_not_tpu = nullptr;     // an input is not a tpu tensor: Python slow path
@@ -661,5 +663,6 @@ PyMODINIT_FUNC PyInit__C(void) {
   Py_XDECREF(torch_mod);
   if (!oom) return nullptr;
   tpu_py_set_oom_error(oom);  // kept for the process
+  if (torch_tpu::c10d_register(m) < 0) return nullptr;
   return m;
 }
