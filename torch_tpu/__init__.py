@@ -47,8 +47,9 @@ def _register():
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     register_optimizer_step_post_hook(_flush_after_step)
-    from . import _distributed
+    from . import _compile, _distributed
 
+    _compile.route_default_backend()
     _distributed.register()
 
 

@@ -52,3 +52,51 @@ def test_compiled_forward_is_one_program_and_compiles_once():
     assert s1["executions"] - s0["executions"] == 1
     assert s1["mem_misses"] == s0["mem_misses"]
     torch.testing.assert_close(out.cpu(), ref(x), rtol=1e-4, atol=1e-5)
+
+
+def test_default_backend_trains_on_tpu_as_on_cpu():
+    """torch.compile(model) unchanged from a CUDA program: graphs on tpu go to
+    the tpu backend (Inductor's own "tpu" code generator needs JAX)."""
+    torch._dynamo.reset()
+    m, ref = _models()
+    cm = torch.compile(m)  # default backend
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for i in range(3):
+        g = torch.Generator().manual_seed(i)
+        x, y = torch.randn(5, 6, generator=g), torch.randint(0, 3, (5,), generator=g)
+        opt.zero_grad()
+        loss = F.cross_entropy(cm(x.to("tpu")), y.to("tpu"))
+        loss.backward()
+        opt.step()
+        ropt.zero_grad()
+        rloss = F.cross_entropy(ref(x), y)
+        rloss.backward()
+        ropt.step()
+        torch.testing.assert_close(loss.cpu(), rloss, rtol=1e-4, atol=1e-5)
+    for p, q in zip(m.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_default_backend_graph_that_makes_tpu_tensors_from_cpu_inputs():
+    torch._dynamo.reset()
+    f = torch.compile(lambda a: torch.sin(a.to("tpu")) * 2 + torch.ones(3, device="tpu"))
+    a = torch.randn(3)
+    out = f(a)
+    assert out.device.type == "tpu"
+    torch.testing.assert_close(out.cpu(), torch.sin(a) * 2 + 1)
+
+
+def test_default_backend_routes_only_tpu_graphs():
+    from torch_tpu._compile import graph_touches_tpu
+    seen = []
+
+    def spy(gm, inputs):
+        seen.append(graph_touches_tpu(gm, inputs))
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(lambda a: a * 2, backend=spy)(torch.ones(2))
+    torch.compile(lambda a: a * 2, backend=spy)(torch.ones(2, device="tpu"))
+    torch.compile(lambda a: a.to("tpu") + 1, backend=spy)(torch.ones(2))
+    assert seen == [False, True, True]
