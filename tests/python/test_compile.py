@@ -1,5 +1,6 @@
 """torch.compile(backend="tpu"): graphs run as one fused program each and
 match eager CPU by value and gradient."""
+import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -100,3 +101,26 @@ def test_default_backend_routes_only_tpu_graphs():
     torch.compile(lambda a: a * 2, backend=spy)(torch.ones(2, device="tpu"))
     torch.compile(lambda a: a.to("tpu") + 1, backend=spy)(torch.ones(2))
     assert seen == [False, True, True]
+
+
+@pytest.mark.parametrize("kw", [{}, {"mode": "reduce-overhead"}, {"dynamic": False}, {"dynamic": None},
+                                {"mode": "max-autotune"}], ids=str)
+def test_default_backend_with_graph_breaks_modes_and_new_shapes(kw):
+    def f(a, b):
+        x = torch.relu(a @ b)
+        torch._dynamo.graph_break()
+        return (x * 2).sum(1)
+
+    torch._dynamo.reset()
+    g = torch.compile(f, **kw)
+    b = torch.randn(5, 3)
+    for n in (4, 6):  # a second shape: recompiled (dynamic=None: symbolic)
+        a = torch.randn(n, 5)
+        torch.testing.assert_close(g(a.to("tpu"), b.to("tpu")).cpu(), f(a, b))
+
+
+def test_default_backend_fullgraph():
+    torch._dynamo.reset()
+    h = torch.compile(lambda a: torch.tanh(a) + 1, fullgraph=True)
+    a = torch.randn(4, 5)
+    torch.testing.assert_close(h(a.to("tpu")).cpu(), torch.tanh(a) + 1)
