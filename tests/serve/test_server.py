@@ -22,6 +22,16 @@ if not os.path.exists(os.path.join(DEFAULT_MODEL, "config.json")):
     pytest.skip("the default model directory is written by `make serve-env`", allow_module_level=True)
 
 NAME = "smollm2"
+# The tpu server sizes its KV cache from the device's memory, as `make serve`
+# does: a fraction of the device's memory that leaves ~1.25 GiB to the
+# model and its KV cache whatever the machine (on the CPU plugin the
+# device's memory is the host's RAM).
+import torch  # noqa: E402
+
+import torch_tpu  # noqa: E402,F401
+
+TOTAL = torch.accelerator.get_memory_info(torch.device("tpu"))[1]
+UTIL = round(1.25 * 2**30 / TOTAL, 6)
 MAX_LEN = 512
 COMMON = ["--max-model-len", str(MAX_LEN), "--max-num-seqs", "8", "--max-num-batched-tokens", "128",
           "--dtype", "float32", "--enable-prefix-caching", "--enforce-eager"]
@@ -42,7 +52,7 @@ BATCH = [
 
 @pytest.fixture(scope="module")
 def servers():
-    tpu = Server("tpu", name=NAME, extra=COMMON + ["--kv-cache-memory-bytes", str(64 << 20)])
+    tpu = Server("tpu", name=NAME, extra=COMMON + ["--gpu-memory-utilization", str(UTIL)])
     cpu = Server("cpu", name=NAME, extra=COMMON)
     try:
         tpu.wait_ready()
@@ -74,6 +84,35 @@ def test_models(servers):
     assert status == 200
     assert [m["id"] for m in body["data"]] == [NAME]
     assert body["data"][0]["max_model_len"] == MAX_LEN
+
+
+def test_kv_cache_sized_from_device_memory(servers):
+    """No --kv-cache-memory-bytes: the KV cache gets UTIL x the device's
+    memory less the model's peak without it, and vLLM makes as many blocks
+    of that as fit."""
+    import json
+    import re
+
+    tpu, _ = servers
+    log = tpu.log_tail(10**7)
+    m = re.search(r"tpu: (\d+) bytes for the KV cache \(([\d.e-]+) x (\d+) bytes of device memory, "
+                  r"less a peak of (\d+) bytes without it\)", log)
+    assert m, log[-3000:]
+    available, util, total, peak = int(m[1]), float(m[2]), int(m[3]), int(m[4])
+    assert util == UTIL and total == TOTAL
+    with open(os.path.join(DEFAULT_MODEL, "config.json")) as f:
+        cfg = json.load(f)
+    layers, kv_heads = cfg["num_hidden_layers"], cfg["num_key_value_heads"]
+    head = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    weights = os.path.getsize(os.path.join(DEFAULT_MODEL, "model.safetensors"))  # float32 on disk and on tpu
+    assert weights <= peak < weights + (512 << 20)
+    assert available == int(total * util) - peak
+    block_bytes = 32 * kv_heads * head * 2 * 4 * layers  # block_size 32, float32, K and V
+    tokens = re.search(r"KV cache size: ([\d,]+) tokens", log)
+    assert tokens, log[-3000:]
+    assert int(tokens[1].replace(",", "")) == available // block_bytes * 32
+    allocated = re.search(r"tpu: KV cache of (\d+) layers, (\d+) MiB", log)
+    assert int(allocated[1]) == layers and int(allocated[2]) == (available // block_bytes * block_bytes) >> 20
 
 
 def test_completion_matches_cpu(servers):

@@ -80,8 +80,8 @@ class TpuWorker(Worker):
                 f"tpu: no device memory left for the KV cache: gpu_memory_utilization={util} gives "
                 f"{requested >> 20} MiB and the model's weights and activations peak at {peak >> 20} MiB; "
                 "raise --gpu-memory-utilization or pass --kv-cache-memory-bytes")
-        logger.info("tpu: %d MiB for the KV cache (%.2f of %d MiB, less a %d MiB peak without it)",
-                    available >> 20, util, self.total_memory >> 20, peak >> 20)
+        logger.info("tpu: %d bytes for the KV cache (%s x %d bytes of device memory, less a peak of %d "
+                    "bytes without it)", available, util, self.total_memory, peak)
         self.available_kv_cache_memory_bytes = available
         return available
 
