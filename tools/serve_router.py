@@ -15,7 +15,8 @@ Policies:
   holds).  A worker scores 3 x (fraction of the prompt's blocks it holds, as
   a prefix) + 2 x (1 - its requests in flight / the most in flight on any
   worker); the highest score wins, ties go to the worker with fewer requests
-  in flight, then the lower index.
+  in flight, then to the one holding fewer blocks (so new prefixes spread
+  over the workers), then the lower index.
 
 Requests are proxied as they are (bodies, status codes, streamed answers
 chunk by chunk); ``GET /v1/models`` answers from the first worker;
@@ -80,7 +81,7 @@ class Policy:
                 match += 1
             prefix = match / len(hashes) if hashes else 0.0
             score = 3.0 * prefix + 2.0 * (1.0 - self.in_flight[w] / most)
-            key = (score, -self.in_flight[w], -w)
+            key = (score, -self.in_flight[w], -len(cache), -w)
             if best_key is None or key > best_key:
                 best, best_key = w, key
         cache = self.caches[best]

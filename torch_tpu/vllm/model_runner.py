@@ -9,7 +9,7 @@ from vllm.v1.kv_cache_interface import AttentionSpec
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
 
 
 class TpuModelRunner(GPUModelRunner):

@@ -5,7 +5,7 @@ import os
 import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
 
 WORKER = "torch_tpu.vllm.worker.TpuWorker"
 ATTENTION = "torch_tpu.vllm.attention.TpuAttentionBackend"
