@@ -8,10 +8,10 @@ Workload (multi-tenant): TENANTS long system prompts (a few hundred tokens
 each, different from the first character), TURNS short user turns per
 tenant; the requests are interleaved across tenants and sent CONCURRENCY at
 a time, each streamed (greedy, ignore_eos, MAX_TOKENS new tokens).  Before
-the measured pass a warm-up pass on other tenants compiles the programs of
-the shapes the workload meets; then each server's prefix cache is reset
-(POST /reset_prefix_cache, VLLM_SERVER_DEV_MODE=1), so every configuration
-starts with an empty cache.
+the measured pass a warm-up pass of the same shape on other tenants
+compiles the programs the workload meets (tpu programs are compiled per
+shape); then each server's prefix cache is reset (POST /reset_prefix_cache,
+VLLM_SERVER_DEV_MODE=1), so every configuration starts with an empty cache.
 
 Configurations:
   cpu            vLLM's CPU backend (plugin off), prefix caching on
@@ -155,7 +155,7 @@ def main():
         a.tenants, a.turns, a.max_tokens = 2, 2, 8
     only = a.only.split(",")
     prompts = workload(a.tenants, a.turns)
-    warm = workload(2, 1, first_tenant=100)
+    warm = workload(a.tenants, a.turns, first_tenant=100)  # the same shapes, other prefixes
     results = dict(machine=dict(node=platform.node(), cpus=os.cpu_count(), python=platform.python_version()),
                    workload=dict(tenants=a.tenants, turns=a.turns, requests=len(prompts),
                                  concurrency=a.concurrency, max_tokens=a.max_tokens, dtype=a.dtype,
