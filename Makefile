@@ -143,10 +143,16 @@ MODEL ?= $(SERVE_MODEL)
 PORT ?= 8000
 
 SERVE_MAX_LEN ?= 2048
-SERVE_KV_BYTES ?= 268435456
+# The KV cache: SERVE_MEM_UTIL of the device's memory less the model's peak
+# without it (vLLM's --gpu-memory-utilization rule; on the CPU plugin the
+# device's memory is this machine's RAM, hence the small default), or
+# exactly SERVE_KV_BYTES bytes when set.
+SERVE_MEM_UTIL ?= 0.1
+SERVE_KV_BYTES ?=
+SERVE_KV_ARGS = $(if $(SERVE_KV_BYTES),--kv-cache-memory-bytes $(SERVE_KV_BYTES),--gpu-memory-utilization $(SERVE_MEM_UTIL))
 SERVE_ARGS ?=
 
-.PHONY: serve-env serve-check serve test-serve
+.PHONY: serve-env serve-check serve test-serve bench-serve
 
 $(SERVE_STAMP): requirements-serve.txt tools/dev_install.py
 	test -x $(SERVE_PY) || $(PY) -m venv $(SERVE_VENV)
@@ -166,13 +172,18 @@ serve-check: serve-env
 	$(SERVE_PY) tools/serve_check.py --model $(MODEL)
 
 # vLLM's OpenAI-compatible server on 127.0.0.1:$(PORT) for $(MODEL), on tpu.
-# The KV cache is sized explicitly (SERVE_KV_BYTES): sizing it from free
-# device memory needs the device layer's memory API.
 serve: serve-env
 	@$(SERVE_PY) -c 'import sys, torch_tpu.vllm as p; sys.exit(p.register() is None and "tpu is not the accelerator here: vLLM would not serve on tpu")'
 	$(SERVE_PY) -m vllm.entrypoints.launchers.api_server.entry --model $(MODEL) \
 	  --served-model-name $(notdir $(MODEL)) --host 127.0.0.1 --port $(PORT) \
-	  --max-model-len $(SERVE_MAX_LEN) --kv-cache-memory-bytes $(SERVE_KV_BYTES) $(SERVE_ARGS)
+	  --max-model-len $(SERVE_MAX_LEN) $(SERVE_KV_ARGS) $(SERVE_ARGS)
+
+# tpu vs vLLM's CPU backend, prefix caching on/off, two tpu replicas behind
+# tools/serve_router.py (round robin vs cache-aware): bench/serve_results.json
+# and .md.  BENCH_SERVE_ARGS=--quick runs a few requests per configuration.
+BENCH_SERVE_ARGS ?=
+bench-serve: serve-env
+	$(SERVE_PY) bench/serve.py $(BENCH_SERVE_ARGS)
 
 # Starts the server on loopback (tpu, and the CPU backend as reference).
 test-serve: serve-env

@@ -166,3 +166,31 @@ def test_slot_mapping_kernel_matches_reference():
     req = [0, 0, 1, 1, 1, 1, 1, 2]
     want = [int(table[r, p // bs]) * bs + int(p) % bs for r, p in zip(req, positions)] + [-1] * 4
     assert out.cpu().tolist() == want
+
+
+def test_seeded_rows_of_vllms_sampler_depend_on_their_generator_only():
+    """vLLM's random_sample draws a seeded request's row with its own tpu
+    generator: the same seed gives the same token wherever the row sits in
+    the batch and whatever the other rows are; the unseeded rows use the
+    device's default generator."""
+    from vllm.v1.sample.ops.topk_topp_sampler import random_sample
+
+    torch.manual_seed(0)
+    vocab = 4096
+    probs = torch.softmax(torch.randn(6, vocab) * 3, -1)
+
+    def draw(rows, seeds):
+        gens = {i: torch.Generator(device="tpu").manual_seed(s) for i, s in seeds.items()}
+        return random_sample(probs[rows].to(TPU), gens).cpu().tolist()
+
+    picks = [draw([r], {0: 100 + r})[0] for r in range(6)]
+    batch = draw([0, 1, 2, 3, 4, 5], {r: 100 + r for r in range(6)})
+    assert batch == picks
+    shuffled = draw([3, 0, 5], {0: 103, 2: 105})  # row 1 unseeded
+    assert shuffled[0] == picks[3] and shuffled[2] == picks[5]
+    for t in batch:
+        assert 0 <= t < vocab
+    # different seeds draw differently somewhere among 8 draws of a flat row
+    flat = torch.full((1, vocab), 1.0 / vocab)
+    draws = {random_sample(flat.to(TPU), {0: torch.Generator(device="tpu").manual_seed(s)}).item() for s in range(8)}
+    assert len(draws) > 1

@@ -22,6 +22,16 @@ if not os.path.exists(os.path.join(DEFAULT_MODEL, "config.json")):
     pytest.skip("the default model directory is written by `make serve-env`", allow_module_level=True)
 
 NAME = "smollm2"
+# The tpu server sizes its KV cache from the device's memory, as `make serve`
+# does: a fraction of the device's memory that leaves ~1.25 GiB to the
+# model and its KV cache whatever the machine (on the CPU plugin the
+# device's memory is the host's RAM).
+import torch  # noqa: E402
+
+import torch_tpu  # noqa: E402,F401
+
+TOTAL = torch.accelerator.get_memory_info(torch.device("tpu"))[1]
+UTIL = round(1.25 * 2**30 / TOTAL, 6)
 MAX_LEN = 512
 COMMON = ["--max-model-len", str(MAX_LEN), "--max-num-seqs", "8", "--max-num-batched-tokens", "128",
           "--dtype", "float32", "--enable-prefix-caching", "--enforce-eager"]
@@ -42,7 +52,7 @@ BATCH = [
 
 @pytest.fixture(scope="module")
 def servers():
-    tpu = Server("tpu", name=NAME, extra=COMMON + ["--kv-cache-memory-bytes", str(64 << 20)])
+    tpu = Server("tpu", name=NAME, extra=COMMON + ["--gpu-memory-utilization", str(UTIL)])
     cpu = Server("cpu", name=NAME, extra=COMMON)
     try:
         tpu.wait_ready()
@@ -74,6 +84,34 @@ def test_models(servers):
     assert status == 200
     assert [m["id"] for m in body["data"]] == [NAME]
     assert body["data"][0]["max_model_len"] == MAX_LEN
+
+
+def test_kv_cache_sized_from_device_memory(servers):
+    """No --kv-cache-memory-bytes: the KV cache gets UTIL x the device's
+    memory less the model's peak without it, and vLLM makes as many blocks
+    of that as fit."""
+    import json
+    import re
+
+    tpu, _ = servers
+    log = tpu.log_tail(10**7)
+    m = re.search(r"tpu: (\d+) bytes for the KV cache \(([\d.e-]+) x (\d+) bytes of device memory, "
+                  r"less a peak of (\d+) bytes without it\)", log)
+    assert m, log[-3000:]
+    available, util, total, peak = int(m[1]), float(m[2]), int(m[3]), int(m[4])
+    assert util == UTIL and total == TOTAL
+    with open(os.path.join(DEFAULT_MODEL, "config.json")) as f:
+        cfg = json.load(f)
+    layers, kv_heads = cfg["num_hidden_layers"], cfg["num_key_value_heads"]
+    head = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    weights = os.path.getsize(os.path.join(DEFAULT_MODEL, "model.safetensors"))  # float32 on disk and on tpu
+    assert weights <= peak < weights + (512 << 20)
+    assert available == int(total * util) - peak
+    block_bytes = 32 * kv_heads * head * 2 * 4 * layers  # a block of 32 tokens, float32 K and V, every layer
+    allocated = re.search(r"tpu: KV cache of (\d+) layers, (\d+) MiB", log)
+    assert int(allocated[1]) == layers
+    # as many blocks as fit (vLLM's rounding: within two blocks)
+    assert abs(int(allocated[2]) - available / 2**20) <= 2 * block_bytes / 2**20 + 1
 
 
 def test_completion_matches_cpu(servers):
@@ -161,16 +199,31 @@ def test_random_sampling_with_top_k_1_is_greedy(servers):
 
 
 def test_seeded_sampling(servers):
-    """A seed makes sampling repeatable; until the device layer has tpu
-    generators the request is refused with a 400 and nothing else breaks."""
+    """A seed makes sampling repeatable (vLLM draws a seeded request's
+    tokens from its own torch.Generator on tpu): the same seed gives the
+    same text, alone or amid a concurrent batch of other sampled requests;
+    other seeds give other texts."""
     tpu, _ = servers
-    body = dict(model=NAME, prompt="Once upon a time", max_tokens=8, temperature=1.0, seed=1234)
-    status, first = tpu.request("POST", "/v1/completions", body)
-    if status == 200:
-        status, again = tpu.request("POST", "/v1/completions", body)
-        assert status == 200 and again["choices"][0]["text"] == first["choices"][0]["text"]
-    else:
-        assert status == 400 and "torch.Generator" in first["error"]["message"], first
+
+    def sample(seed, prompt="Once upon a time"):
+        body = dict(model=NAME, prompt=prompt, max_tokens=16, temperature=1.0, ignore_eos=True)
+        if seed is not None:
+            body["seed"] = seed
+        status, out = tpu.request("POST", "/v1/completions", body)
+        assert status == 200, out
+        assert out["usage"]["completion_tokens"] == 16
+        return out["choices"][0]["text"]
+
+    first = sample(1234)
+    assert sample(1234) == first
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        others = [pool.submit(sample, None, p) for p in BATCH[:4]]
+        again = pool.submit(sample, 1234)
+        other_seeds = [pool.submit(sample, s) for s in (1, 2)]
+        assert again.result() == first
+        [f.result() for f in others]
+        texts = {first} | {f.result() for f in other_seeds}
+    assert len(texts) == 3, texts
     assert complete(tpu, "The capital of France is", max_tokens=4).startswith(" Paris")
 
 

@@ -57,7 +57,9 @@ def tpu_memory_breakdown():
 
 
 def _patch_cb_utils(utils):
-    original = utils.get_device_and_memory_breakdown
+    original = getattr(utils, "get_device_and_memory_breakdown", None)
+    if original is None:  # older Transformers (5.19, vLLM's pin) size that cache otherwise
+        return
 
     @functools.wraps(original)
     def get_device_and_memory_breakdown():

@@ -47,6 +47,27 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     return write(self, _sample("rng_normal", self, self.dtype, [float(mean), float(std)], _dev(self), generator))
 
 
+_SCALAR_NAMES = {torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short",
+                 torch.int32: "Int", torch.int64: "Long"}
+
+
+@register("exponential_")
+def exponential_(self, lambd=1.0, *, generator=None):
+    """-log(1 - u) / lambd from a uniform draw u in [0, 1), never 0: like
+    PyTorch's CUDA transformation, a draw that rounds to 0 becomes eps/2
+    of the dtype (vLLM divides probabilities by these draws)."""
+    _gen_check(generator)
+    if not self.dtype.is_floating_point:
+        raise RuntimeError("Exponential distribution is a continuous probability distribution. dtype must be a "
+                           f"floating point but you specified {_SCALAR_NAMES.get(self.dtype, self.dtype)}")
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
+    work = torch.float64 if self.dtype == torch.float64 else torch.float32
+    u = _sample("rng_uniform", self, work, [0.0, 1.0], _dev(self), generator)
+    x = torch.log1p(-u).neg_().div_(float(lambd)).to(self.dtype)
+    return write(self, x.clamp_min_(torch.finfo(self.dtype).eps / 2))
+
+
 @register("random_.from")
 def random_from(self, from_, to=None, *, generator=None):
     _gen_check(generator)

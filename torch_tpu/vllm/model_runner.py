@@ -9,9 +9,7 @@ from vllm.v1.kv_cache_interface import AttentionSpec
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
 
-from . import _device
-
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
 
 
 class TpuModelRunner(GPUModelRunner):
@@ -20,7 +18,7 @@ class TpuModelRunner(GPUModelRunner):
         self.use_cuda_graph = False
 
     def _sync_device(self) -> None:
-        _device.synchronize(self.device)
+        torch.accelerator.synchronize(self.device)
 
     def _to_list(self, sampled_token_ids: torch.Tensor) -> list[list[int]]:
         # One device-to-host read per step; the GPU runner's pinned buffer

@@ -5,9 +5,7 @@ import os
 import torch
 from vllm.platforms.interface import Platform, PlatformEnum
 
-from . import _device
-
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
 
 WORKER = "torch_tpu.vllm.worker.TpuWorker"
 ATTENTION = "torch_tpu.vllm.attention.TpuAttentionBackend"
@@ -45,19 +43,13 @@ class TpuPlatform(Platform):
 
     @classmethod
     def get_device_total_memory(cls, device_id: int = 0) -> int:
-        info = _device.memory_info(torch.device("tpu", device_id))
-        if info is None:
-            raise NotImplementedError(
-                "tpu: the device layer does not report its memory yet "
-                "(torch.accelerator.get_memory_info / torch.tpu.mem_get_info)")
-        return int(info[1])
+        return int(torch.accelerator.get_memory_info(torch.device("tpu", device_id))[1])
 
     @classmethod
     def get_current_memory_usage(cls, device=None) -> float:
-        """Bytes allocated on the device (vLLM logs the weights' size with
-        it).  0 while the device layer cannot tell: a log figure only."""
-        used = _device.memory_allocated(device or torch.device("tpu", 0))
-        return 0.0 if used is None else float(used)
+        """Bytes of this process's device buffers (vLLM measures the
+        weights' size with it)."""
+        return float(torch.accelerator.memory_allocated(device or torch.device("tpu", torch.tpu.current_device())))
 
     @classmethod
     def set_device(cls, device: torch.device) -> None:
@@ -126,19 +118,6 @@ class TpuPlatform(Platform):
         from . import kernels
 
         register_kernels(kernels.OVERRIDES)
-
-    @classmethod
-    def validate_request(cls, processed_inputs, params) -> None:
-        """A seeded request needs a tpu random generator (vLLM makes one per
-        request); refused here, in the API process, while the device layer
-        has none, so the request gets a 400 instead of failing the engine."""
-        if getattr(params, "seed", None) is not None and not _device.generators_available(torch.device("tpu")):
-            from vllm.exceptions import VLLMValidationError  # a client error: HTTP 400
-
-            raise VLLMValidationError(
-                "tpu: sampling with a seed needs torch.Generator(device='tpu'), which the "
-                "device layer does not provide yet; send the request without 'seed'",
-                parameter="seed", value=params.seed)
 
     @classmethod
     def check_and_update_config(cls, vllm_config) -> None:

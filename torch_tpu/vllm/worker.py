@@ -9,14 +9,11 @@ from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 from vllm.v1.worker.worker_base import CompilationTimes
 
-from . import _device
-
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
 
 
 class TpuWorker(Worker):
     def init_device(self):
-        _device.install()
         self.device = torch.device("tpu", self.local_rank)
         current_platform.set_device(self.device)
         current_platform.check_if_supports_dtype(self.model_config.dtype)
@@ -28,10 +25,14 @@ class TpuWorker(Worker):
             current_platform.dist_backend,
         )
         set_random_seed(self.model_config.seed)
-        self.init_free_memory = None
-        info = _device.memory_info(self.device)
-        if info is not None:
-            self.init_free_memory = info[0]
+        free, total = torch.accelerator.get_memory_info(self.device)
+        self.init_free_memory, self.total_memory = int(free), int(total)
+        util = self.cache_config.gpu_memory_utilization
+        if self.cache_config.kv_cache_memory_bytes is None and total * util > free:
+            raise ValueError(
+                f"tpu: {free / 2**30:.2f} GiB of the device's {total / 2**30:.2f} GiB are free, less than "
+                f"gpu_memory_utilization={util} asks for ({total * util / 2**30:.2f} GiB): lower "
+                "--gpu-memory-utilization or size the KV cache with --kv-cache-memory-bytes")
         self._init_workspace_and_model_runner()
 
     def _make_model_runner(self):
@@ -55,30 +56,33 @@ class TpuWorker(Worker):
     @torch.no_grad()
     def determine_available_memory(self) -> int:
         """Bytes for the KV cache.  With ``kv_cache_memory_bytes`` set that
-        is the answer; otherwise a dummy forward of the largest batch runs
-        and the device's free memory after it, less the share
-        ``gpu_memory_utilization`` leaves to others, is what the KV cache
-        gets (the CUDA worker's rule, on the device layer's memory API)."""
+        is the answer.  Otherwise vLLM's GPU rule on the device's memory
+        API: this process may hold ``gpu_memory_utilization`` x the device's
+        memory; a dummy forward of the largest batch measures the peak it
+        holds without a KV cache (weights and activations,
+        ``max_memory_allocated``), and the KV cache gets the rest.  On the
+        CPU plugin the device's memory is the host's RAM (its capacity and
+        MemAvailable), shared with everything else on the machine."""
         explicit = self.cache_config.kv_cache_memory_bytes
         if explicit:
             logger.info("tpu: %d MiB for the KV cache (kv_cache_memory_bytes)", explicit >> 20)
             return int(explicit)
-        if self.init_free_memory is None:
-            raise RuntimeError(
-                "tpu: sizing the KV cache from free device memory needs the device layer's "
-                "memory API (torch.accelerator.get_memory_info or torch.tpu.mem_get_info), "
-                "which is not available yet: pass kv_cache_memory_bytes "
-                "(--kv-cache-memory-bytes) to size it explicitly")
+        torch.accelerator.synchronize(self.device)
+        torch.accelerator.reset_peak_memory_stats(self.device)
         self.model_runner.profile_run()
-        _device.synchronize(self.device)
-        free, total = _device.memory_info(self.device)
-        unusable = total * (1.0 - self.cache_config.gpu_memory_utilization)
-        available = int(free - unusable)
+        torch.accelerator.synchronize(self.device)
+        peak = torch.accelerator.max_memory_allocated(self.device)
+        util = self.cache_config.gpu_memory_utilization
+        requested = int(self.total_memory * util)
+        available = requested - peak
         if available <= 0:
             raise RuntimeError(
-                f"tpu: no device memory left for the KV cache ({free} bytes free of {total}, "
-                f"gpu_memory_utilization={self.cache_config.gpu_memory_utilization})")
-        logger.info("tpu: %d MiB for the KV cache (profiled)", available >> 20)
+                f"tpu: no device memory left for the KV cache: gpu_memory_utilization={util} gives "
+                f"{requested >> 20} MiB and the model's weights and activations peak at {peak >> 20} MiB; "
+                "raise --gpu-memory-utilization or pass --kv-cache-memory-bytes")
+        logger.info("tpu: %d bytes for the KV cache (%s x %d bytes of device memory, less a peak of %d "
+                    "bytes without it)", available, util, self.total_memory, peak)
+        self.available_kv_cache_memory_bytes = available
         return available
 
     @torch.no_grad()
@@ -91,9 +95,7 @@ class TpuWorker(Worker):
         num = min(self.scheduler_config.max_num_seqs, self.scheduler_config.max_num_batched_tokens)
         _, last_hidden = self.model_runner._dummy_run(
             num_tokens=num, skip_eplb=True, cudagraph_runtime_mode=CUDAGraphMode.NONE)
-        if _device.generators_available(self.device):
-            # (the sampler's warm-up seeds a tpu generator)
-            self.model_runner._dummy_sampler_run(hidden_states=last_hidden)
-        _device.synchronize(self.device)
+        self.model_runner._dummy_sampler_run(hidden_states=last_hidden)
+        torch.accelerator.synchronize(self.device)
         set_random_seed(self.model_config.seed, self.parallel_config.data_parallel_index)
         return CompilationTimes(language_model=0.0, encoder=0.0)

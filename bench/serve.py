@@ -1,0 +1,254 @@
+"""Serving benchmark (`make bench-serve`, in .venv-serve): vLLM's OpenAI
+server on tpu (the torch_tpu plugin) against vLLM's own CPU backend, and
+two tpu replicas behind tools/serve_router.py, on loopback, all in one run.
+
+    .venv-serve/bin/python bench/serve.py [--quick] [--only cpu,tpu,...]
+
+Workload (multi-tenant): TENANTS long system prompts (a few hundred tokens
+each, different from the first character), TURNS short user turns per
+tenant; the requests are interleaved across tenants and sent CONCURRENCY at
+a time, each streamed (greedy, ignore_eos, MAX_TOKENS new tokens).  Before
+the measured pass a warm-up pass of the same shape on other tenants
+compiles the programs the workload meets (tpu programs are compiled per
+shape); then each server's prefix cache is reset (POST /reset_prefix_cache,
+VLLM_SERVER_DEV_MODE=1), so every configuration starts with an empty cache.
+
+Configurations:
+  cpu            vLLM's CPU backend (plugin off), prefix caching on
+  tpu            one tpu server, prefix caching on
+  tpu_no_prefix  one tpu server, prefix caching off
+  rr             two tpu replicas + router, round robin
+  cache_aware    the same two replicas + router, cache-aware policy
+
+Each figure: wall time, output tokens/s (completion tokens / wall),
+requests/s, mean and p90 time to first token (first streamed text), mean
+latency per request, and the prefix-cache hit rate the servers' /metrics
+report for the run (hits / queried tokens, summed over the replicas), with
+the requests each replica got.  Results go to bench/serve_results.json and
+bench/serve_results.md.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(BENCH)
+sys.path.insert(0, os.path.join(ROOT, "tests", "serve"))
+from server import DEFAULT_MODEL, Server, free_port  # noqa: E402
+
+NAME = "smollm2"
+TOPICS = ["a railway museum", "a public library", "a bicycle repair shop", "a mountain hut",
+          "a city aquarium", "a bakery", "a ferry company", "a botanical garden", "a chess club",
+          "a ski school", "a planetarium", "a night market"]
+QUESTIONS = ["When do you open?", "How much does it cost?", "Can I bring my dog?", "Is there parking?",
+             "Do you take cards?", "Where are you?", "Can children come?", "Is it open on holidays?",
+             "How long does a visit take?", "Can I book ahead?", "Is there food?", "Who runs it?"]
+
+
+def system_prompt(i):
+    t = TOPICS[i % len(TOPICS)]
+    return (f"Tenant {i}. You are the friendly assistant of {t}. " +
+            f"Visitors of {t} ask short practical questions about opening hours, prices, rules, access "
+            "and services; answer each in one short, polite sentence, and never invent facts you were "
+            "not given. Opening hours are nine to six on weekdays and ten to four at weekends. " * 4)
+
+
+def workload(tenants, turns, first_tenant=0):
+    reqs = []
+    for u in range(turns):
+        for t in range(first_tenant, first_tenant + tenants):
+            reqs.append(system_prompt(t) + f"\nUser: {QUESTIONS[(u + t) % len(QUESTIONS)]}\nAssistant:")
+    return reqs
+
+
+def one(url, prompt, max_tokens):
+    """(ttft s, latency s, completion tokens) of one streamed completion."""
+    import urllib.request
+    body = dict(model=NAME, prompt=prompt, max_tokens=max_tokens, temperature=0.0, ignore_eos=True,
+                stream=True, stream_options={"include_usage": True})
+    req = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    t0 = time.perf_counter()
+    ttft, tokens = None, 0
+    with urllib.request.urlopen(req, timeout=1800) as r:
+        for line in r:
+            line = line.decode().strip()
+            if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+                continue
+            ev = json.loads(line[5:])
+            if ttft is None and ev.get("choices") and ev["choices"][0].get("text"):
+                ttft = time.perf_counter() - t0
+            if ev.get("usage"):
+                tokens = ev["usage"]["completion_tokens"]
+    return ttft if ttft is not None else time.perf_counter() - t0, time.perf_counter() - t0, tokens
+
+
+def replay(url, prompts, concurrency, max_tokens):
+    t0 = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        res = list(pool.map(lambda p: one(url, p, max_tokens), prompts))
+    wall = time.perf_counter() - t0
+    ttfts = sorted(r[0] for r in res)
+    tokens = sum(r[2] for r in res)
+    return dict(requests=len(res), wall_s=round(wall, 3), output_tokens=tokens,
+                tokens_per_s=round(tokens / wall, 3), requests_per_s=round(len(res) / wall, 4),
+                ttft_mean_s=round(sum(ttfts) / len(ttfts), 4),
+                ttft_p90_s=round(ttfts[min(len(ttfts) - 1, int(0.9 * len(ttfts)))], 4),
+                latency_mean_s=round(sum(r[1] for r in res) / len(res), 4))
+
+
+def cache_counters(servers):
+    return [(s.metric("vllm:prefix_cache_hits_total"), s.metric("vllm:prefix_cache_queries_total"),
+             s.metric("vllm:request_success_total")) for s in servers]
+
+
+def reset_cache(servers):
+    for s in servers:
+        status, body = s.request("POST", "/reset_prefix_cache")
+        if status != 200:
+            raise RuntimeError(f"reset_prefix_cache on {s.url}: {status} {body}")
+
+
+def measure(url, servers, prompts, warm, a):
+    replay(url, warm, a.concurrency, a.max_tokens)
+    reset_cache(servers)
+    before = cache_counters(servers)
+    r = replay(url, prompts, a.concurrency, a.max_tokens)
+    after = cache_counters(servers)
+    hits = sum(x[0] - y[0] for x, y in zip(after, before))
+    queries = sum(x[1] - y[1] for x, y in zip(after, before))
+    r["prefix_cache_hit_rate"] = round(hits / queries, 4) if queries else 0.0
+    r["requests_per_replica"] = [int(x[2] - y[2]) for x, y in zip(after, before)]
+    return r
+
+
+def start(backend, a, prefix=True, log=None):
+    extra = ["--max-model-len", "1024", "--max-num-seqs", str(a.concurrency), "--max-num-batched-tokens",
+             str(a.batched_tokens), "--dtype", a.dtype, "--enforce-eager", "--disable-uvicorn-access-log",
+             "--enable-prefix-caching" if prefix else "--no-enable-prefix-caching"]
+    if backend == "tpu":
+        extra += ["--kv-cache-memory-bytes", str(a.kv_bytes)]
+    os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # /reset_prefix_cache
+    return Server(backend, model=a.model, name=NAME, extra=extra, log_path=log)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=DEFAULT_MODEL)
+    ap.add_argument("--quick", action="store_true", help="a few requests per configuration (checks it works)")
+    ap.add_argument("--only", default="cpu,tpu,tpu_no_prefix,rr,cache_aware")
+    ap.add_argument("--tenants", type=int, default=4)
+    ap.add_argument("--turns", type=int, default=8)
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument("--batched-tokens", type=int, default=512)
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--kv-bytes", type=int, default=256 << 20)
+    ap.add_argument("--out", default=os.path.join(BENCH, "serve_results.json"))
+    a = ap.parse_args()
+    if a.quick:
+        a.tenants, a.turns, a.max_tokens = 2, 2, 8
+    only = a.only.split(",")
+    prompts = workload(a.tenants, a.turns)
+    warm = workload(a.tenants, a.turns, first_tenant=100)  # the same shapes, other prefixes
+    results = dict(machine=dict(node=platform.node(), cpus=os.cpu_count(), python=platform.python_version()),
+                   workload=dict(tenants=a.tenants, turns=a.turns, requests=len(prompts),
+                                 concurrency=a.concurrency, max_tokens=a.max_tokens, dtype=a.dtype,
+                                 system_prompt_chars=len(system_prompt(0)), quick=a.quick),
+                   configs={})
+    logs = os.path.join(ROOT, "build", "bench_serve")
+    os.makedirs(logs, exist_ok=True)
+
+    def record(name, fn):
+        print(f"[bench-serve] {name} ...", flush=True)
+        try:
+            results["configs"][name] = fn()
+        except Exception as e:  # recorded, the other configurations still run
+            results["configs"][name] = {"error": f"{type(e).__name__}: {str(e)[-2000:]}"}
+        print(f"[bench-serve] {name}: {json.dumps(results['configs'][name])}", flush=True)
+
+    def single(backend, prefix):
+        s = start(backend, a, prefix, log=os.path.join(logs, f"{backend}_{'prefix' if prefix else 'noprefix'}.log"))
+        try:
+            s.wait_ready()
+            return measure(s.url, [s], prompts, warm, a)
+        finally:
+            s.stop()
+
+    if "cpu" in only:
+        record("cpu", lambda: single("cpu", True))
+    if "tpu" in only:
+        record("tpu", lambda: single("tpu", True))
+    if "tpu_no_prefix" in only:
+        record("tpu_no_prefix", lambda: single("tpu", False))
+    routed = [p for p in ("rr", "cache_aware") if p in only]
+    if routed:
+        replicas = [start("tpu", a, True, log=os.path.join(logs, f"replica{i}.log")) for i in range(2)]
+        try:
+            for r in replicas:
+                r.wait_ready()
+            for policy in routed:
+                port = free_port()
+                log = open(os.path.join(logs, f"router_{policy}.log"), "w")
+                router = subprocess.Popen(
+                    [sys.executable, os.path.join(ROOT, "tools", "serve_router.py"), "--port", str(port),
+                     "--policy", "round_robin" if policy == "rr" else "cache_aware",
+                     "--workers", *[r.url for r in replicas]], stdout=log, stderr=subprocess.STDOUT)
+                try:
+                    url = f"http://127.0.0.1:{port}"
+                    _wait_http(url + "/health", router)
+                    record(policy, lambda: measure(url, replicas, prompts, warm, a))
+                finally:
+                    router.terminate()
+                    router.wait(timeout=30)
+                    log.close()
+        finally:
+            for r in replicas:
+                r.stop()
+
+    with open(a.out, "w") as f:
+        json.dump(results, f, indent=1)
+    md = table(results)
+    with open(os.path.splitext(a.out)[0] + ".md", "w") as f:
+        f.write(md)
+    print(md)
+
+
+def _wait_http(url, proc, timeout=60):
+    import urllib.request
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"router exited ({proc.returncode})")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"router not ready: {url}")
+
+
+def table(results):
+    w = results["workload"]
+    lines = [f"Serving: {w['requests']} requests ({w['tenants']} tenants x {w['turns']} turns, system prompt "
+             f"{w['system_prompt_chars']} chars), {w['concurrency']} concurrent, {w['max_tokens']} new tokens "
+             f"each, {w['dtype']}{', quick' if w['quick'] else ''}", "",
+             "| config | tokens/s | req/s | TTFT mean s | TTFT p90 s | latency mean s | prefix hit rate | requests per replica |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, r in results["configs"].items():
+        if "error" in r:
+            lines.append(f"| {name} | error: {r['error'][:120]} | | | | | | |")
+        else:
+            lines.append(f"| {name} | {r['tokens_per_s']} | {r['requests_per_s']} | {r['ttft_mean_s']} | "
+                         f"{r['ttft_p90_s']} | {r['latency_mean_s']} | {r['prefix_cache_hit_rate']} | "
+                         f"{r['requests_per_replica']} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
