@@ -536,7 +536,15 @@ def collectives(*args):
     c = torch.full((3,), float(RANK + 1))
     dist.all_reduce(c)
     same(c, torch.full((3,), float(sum(range(1, WORLD + 1)))), "cpu all_reduce on the default group")
-    report({"checked": m.count, "parts": parts})
+    # under torchrun each process has LOCAL_WORLD_SIZE devices and uses
+    # tpu:LOCAL_RANK: everything above ran there, the others hold nothing
+    t = torch.ones(2, device=device())
+    dist.all_reduce(t)
+    assert t.device == device() and torch.tpu.device_count() == int(os.environ["LOCAL_WORLD_SIZE"])
+    torch.tpu.synchronize()
+    held = {i: torch.tpu.memory_allocated(i) for i in range(torch.tpu.device_count())}
+    assert held[LOCAL_RANK] > 0 and all(v == 0 for i, v in held.items() if i != LOCAL_RANK), held
+    report({"checked": m.count, "parts": parts, "bytes_per_device": held})
     dist.destroy_process_group()
 
 
