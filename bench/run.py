@@ -32,6 +32,10 @@ taken in the same process, one after the other):
                batch 1 and 8, PyTorch CPU eager and Inductor vs tpu fused and
                compiled; all-MiniLM-L6-v2 sentences/s (needs the hf extra and
                the weight packages)
+  dist         torch.distributed (bench/dist.py), 2 processes: all_reduce bus
+               GB/s for 1/16/64 MiB, tpu_dist (host transport) vs gloo on CPU
+               tensors; DDP step of the bench GPT, 2 processes vs 1
+               (per-sample throughput ratio)
 Each section runs in its own subprocess with a time limit: a missing op, an
 exception or a crash is recorded as the figure's "error" and the harness
 goes on. Ops that ran on the CPU through torch_tpu's fallback during a tpu
@@ -53,10 +57,10 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 QUICK = os.environ.get("TORCH_TPU_BENCH_QUICK", "") not in ("", "0")
 
-SECTIONS = ["op_latency", "chain", "chain_arith", "train", "startup", "memory", "import", "transfer", "pjrt", "hf"]
+SECTIONS = ["op_latency", "chain", "chain_arith", "train", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist"]
 # seconds each section may take before it is killed (full mode; quick: /2)
 LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "startup": 300, "memory": 240,
-          "import": 240, "transfer": 180, "pjrt": 180, "hf": 1500}
+          "import": 240, "transfer": 180, "pjrt": 180, "hf": 1500, "dist": 900}
 
 
 def median(xs):
@@ -605,8 +609,15 @@ def sec_hf():
     return hf.sec_hf(torch, _measure, QUICK)
 
 
+def sec_dist():
+    torch = _torch()
+    sys.path.insert(0, BENCH)
+    import dist
+    return dist.sec_dist(torch, _measure, QUICK)
+
+
 FUNCS = {"hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "startup": sec_startup,
-         "memory": sec_memory, "import": sec_import, "transfer": sec_transfer, "pjrt": sec_pjrt}
+         "memory": sec_memory, "import": sec_import, "transfer": sec_transfer, "pjrt": sec_pjrt, "dist": sec_dist}
 
 
 # ---- the parent: one subprocess per section, the report ----------------------------
@@ -815,6 +826,16 @@ def markdown(results):
         for group in ("smollm2_b1", "smollm2_b8", "minilm"):
             for k, v in (hfr.get(group) or {}).items():
                 err_note(f"hf/{group}/{k}", v)
+
+    dsr = R.get("dist", {})
+    if dsr:
+        sys.path.insert(0, BENCH)
+        import dist
+        if dsr.get("error"):
+            notes.append(f"- dist: {dsr['error']}")
+        rows.extend(dist.markdown_rows(dsr, _cell))
+        for k in ("allreduce", "ddp_1proc", "ddp_2proc"):
+            err_note(f"dist/{k}", dsr.get(k))
 
     head = ["figure", "PyTorch CPU", "tpu strict", "tpu fused", "notes"]
     lines = [f"# torch_tpu benchmarks ({'quick' if results['meta']['quick'] else 'full'} mode)", "",

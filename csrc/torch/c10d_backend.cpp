@@ -39,6 +39,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 #include <torch/csrc/utils/pybind.h>
 
 #include "torch/tpu_torch.h"
@@ -694,7 +695,7 @@ class TpuDistBackend final : public c10d::Backend {
                      output.scalar_type(), " differs from the input's ", input.scalar_type());
     std::vector<int64_t> in_rows = rows_of(input, inputSplits, "input"), out_rows = rows_of(output, outputSplits, "output");
     agree(OpType::ALLTOALL_BASE, "all_to_all_single", {row_probe(input)}, -1, 0);
-    agree_splits(in_rows, out_rows);
+    agree_splits("all_to_all_single", in_rows, out_rows);
     int64_t in_row_bytes = row_bytes(input), out_row_bytes = row_bytes(output);
     std::vector<int64_t> in_b, out_b;
     for (auto r : in_rows) in_b.push_back(r * in_row_bytes);
@@ -722,7 +723,7 @@ class TpuDistBackend final : public c10d::Backend {
     std::vector<int64_t> in_n, out_n;
     for (auto& x : inputs) in_n.push_back(x.numel());
     for (auto& x : outputs) out_n.push_back(x.numel());
-    agree_splits(in_n, out_n);
+    agree_splits("all_to_all", in_n, out_n);
     // one uneven all_to_all_single over the bytes (gloo's list all_to_all
     // needs equal sizes; NCCL's does not)
     std::vector<int64_t> in_b, out_b;
@@ -900,7 +901,8 @@ class TpuDistBackend final : public c10d::Backend {
     if (fp[4] > 8) s << ", ...";
     s << "]";
     if (fp[6] > 1) s << " x" << fp[6] << " tensors, " << fp[5] << " elements";
-    if (fp[1] >= 0) s << ", op " << fp[1];
+    static const char* const kOps[] = {"sum", "avg", "product", "min", "max", "band", "bor", "bxor", "premul_sum"};
+    if (fp[1] >= 0) s << ", " << (fp[1] < 9 ? kOps[fp[1]] : "op?");
     if (fp[2]) s << ", root " << fp[2];
     s << ")";
     return s.str();
@@ -925,7 +927,7 @@ class TpuDistBackend final : public c10d::Backend {
   }
 
   // all_to_all: what rank i sends to j is what j expects from i.
-  void agree_splits(const std::vector<int64_t>& send, const std::vector<int64_t>& recv) {
+  void agree_splits(const char* name, const std::vector<int64_t>& send, const std::vector<int64_t>& recv) {
     if (!check_ || size_ == 1) return;
     at::Tensor mine = at::empty({2 * size_}, at::kLong);
     int64_t* p = mine.data_ptr<int64_t>();
@@ -937,7 +939,7 @@ class TpuDistBackend final : public c10d::Backend {
       for (int i = 0; i < size_; i++)
         for (int j = 0; j < size_; j++) {
           int64_t sent = all[i].data_ptr<int64_t>()[j], expected = all[j].data_ptr<int64_t>()[size_ + i];
-          TORCH_CHECK(sent == expected, "Detected mismatch between collectives on ranks (tpu_dist all_to_all): rank ",
+          TORCH_CHECK(sent == expected, "Detected mismatch between collectives on ranks (tpu_dist ", name, "): rank ",
                       i, " sends ", sent, " rows to rank ", j, ", which expects ", expected, " from it");
         }
     });
@@ -959,7 +961,26 @@ class TpuDistBackend final : public c10d::Backend {
   std::vector<WorkPtr> coalesced_;
 };
 
+// DDP's per-iteration timings (forward, backward compute, communication) for
+// tpu modules: host timestamps, as CPU's (the transport waits for values).
+class TpuTimer final : public c10d::Timer {
+ public:
+  explicit TpuTimer(c10::Device) {}
+  std::optional<int64_t> measureDifference(Event start, Event end) override {
+    int64_t a = getTimeRef(start), b = getTimeRef(end);
+    if (a == c10d::kUnsetTime || b == c10d::kUnsetTime || b < a) return std::nullopt;
+    return b - a;
+  }
+};
+
 }  // namespace
+}  // namespace torch_tpu
+
+namespace c10d {
+C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kPrivateUse1, torch_tpu::TpuTimer)
+}  // namespace c10d
+
+namespace torch_tpu {
 
 // Adds the backend's constructor to torch_tpu._C (called from its init; the
 // c10d Python types are looked up when it is called, not here).

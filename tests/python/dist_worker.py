@@ -47,7 +47,7 @@ def tick(what):
     now = time.monotonic()
     if _t0[0] is None:
         _t0[0] = now
-    print(f"[rank {RANK}] {now - _t0[0]:7.2f}s {what}", flush=True)
+    print(f"[rank {RANK}] {now - _t0[0]:7.2f}s {what}" + (f" (wall {time.time():.2f})" if os.environ.get("TPU_DIST_WALL") else ""), flush=True)
 
 
 def seed_of(*parts):
@@ -536,7 +536,15 @@ def collectives(*args):
     c = torch.full((3,), float(RANK + 1))
     dist.all_reduce(c)
     same(c, torch.full((3,), float(sum(range(1, WORLD + 1)))), "cpu all_reduce on the default group")
-    report({"checked": m.count, "parts": parts})
+    # under torchrun each process has LOCAL_WORLD_SIZE devices and uses
+    # tpu:LOCAL_RANK: everything above ran there, the others hold nothing
+    t = torch.ones(2, device=device())
+    dist.all_reduce(t)
+    assert t.device == device() and torch.tpu.device_count() == int(os.environ["LOCAL_WORLD_SIZE"])
+    torch.tpu.synchronize()
+    held = {i: torch.tpu.memory_allocated(i) for i in range(torch.tpu.device_count())}
+    assert held[LOCAL_RANK] > 0 and all(v == 0 for i, v in held.items() if i != LOCAL_RANK), held
+    report({"checked": m.count, "parts": parts, "bytes_per_device": held})
     dist.destroy_process_group()
 
 
@@ -589,7 +597,9 @@ def ddp_train(dev, group, steps, micro, *, find_unused=False, no_sync=False, buc
     else:
         net = DDP(model, device_ids=None, process_group=group, find_unused_parameters=find_unused,
                   bucket_cap_mb=bucket_mb, gradient_as_bucket_view=as_view)
-    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    # plain SGD: every step is the same programs (fused mode compiles each
+    # program once; momentum would make the first step's differ)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
     history = []
     nbuckets = None
     for step in range(steps):
@@ -624,7 +634,10 @@ class _nullctx:
 def ddp():
     gloo = init()
     dev = device()
-    variants = [dict(bucket_mb=0.001), dict(find_unused=True), dict(no_sync=True, as_view=True)]
+    # two variants (each new program costs seconds to compile in fused mode):
+    # small buckets with gradients as bucket views; unused parameters with
+    # gradient accumulation under no_sync
+    variants = [dict(bucket_mb=0.005, as_view=True), dict(find_unused=True, no_sync=True)]
     out = {}
     for v in variants:
         name = ",".join(f"{k}={val}" for k, val in v.items()) or "default"
@@ -635,7 +648,9 @@ def ddp():
             close_dicts(a, b, f"DDP {name} step {step} vs single-process CPU")
             close_dicts(a, c, f"DDP {name} step {step} vs DDP on gloo/CPU")
         out[name] = nb
-    assert out["bucket_mb=0.001"] > 1, out  # several buckets
+        st = torch.tpu.cache_stats()
+        tick(f"ddp {name}: {st['compiles']} compiles {st['compile_seconds']:.1f}s, {st['disk_hits']} disk hits")
+    assert out["bucket_mb=0.005,as_view=True"] > 1, out  # several buckets
     report({"buckets": out})
     dist.destroy_process_group()
 
@@ -913,9 +928,127 @@ def hsdp():
     dist.destroy_process_group()
 
 
+# ---- bad input -----------------------------------------------------------------------------------
+
+def expect_error(fn, exc, *fragments):
+    try:
+        fn()
+    except exc as e:
+        msg = str(e)
+        for frag in fragments:
+            assert frag in msg, f"expected {frag!r} in the error, got: {msg}"
+        return msg
+    except Exception as e:  # noqa: BLE001
+        raise AssertionError(f"expected {exc.__name__}, got {type(e).__name__}: {e}") from e
+    raise AssertionError(f"expected {exc.__name__}, nothing raised")
+
+
+@scenario
+def mismatch():
+    """Ranks disagree on shapes, dtypes or the collective itself: every rank
+    raises one clear error (the group stays usable), never a hang, a crash or
+    a wrong result.  Then rank 1 stops calling: rank 0 times out within the
+    group's 10 s timeout."""
+    import datetime
+    init(timeout=datetime.timedelta(seconds=10))
+    dev = device()
+    errors = {}
+    n = 4 + RANK
+    errors["all_reduce shapes"] = expect_error(
+        lambda: dist.all_reduce(torch.ones(n, device=dev)), RuntimeError, "Detected mismatch", "all_reduce",
+        "rank 0: ALLREDUCE(Float[4]", "rank 1: ALLREDUCE(Float[5]")
+    dt = torch.float32 if RANK == 0 else torch.int32
+    errors["all_reduce dtypes"] = expect_error(
+        lambda: dist.all_reduce(torch.ones(4, dtype=dt, device=dev)), RuntimeError, "Detected mismatch", "Float", "Int")
+    errors["all_gather shapes"] = expect_error(
+        lambda: dist.all_gather([torch.zeros(n, device=dev) for _ in range(WORLD)], torch.ones(n, device=dev)),
+        RuntimeError, "Detected mismatch")
+    errors["different collectives"] = expect_error(
+        lambda: dist.all_reduce(torch.ones(4, device=dev)) if RANK == 0 else dist.broadcast(torch.ones(4, device=dev), 0),
+        RuntimeError, "Detected mismatch", "ALLREDUCE", "BROADCAST")
+    errors["all_to_all_single splits"] = expect_error(
+        lambda: dist.all_to_all_single(torch.zeros(4, device=dev), torch.ones(4, device=dev), [2, 2], [1, 3]),
+        RuntimeError, "Detected mismatch")
+    # local mistakes: PyTorch's own checks or the backend's, before any transfer
+    errors["all_gather_into_tensor size"] = expect_error(
+        lambda: dist.all_gather_into_tensor(torch.zeros(3, device=dev), torch.ones(2, device=dev)), ValueError,
+        "world_size")
+    errors["cpu tensor in a tpu collective"] = expect_error(
+        lambda: dist.all_gather_into_tensor(torch.zeros(2 * WORLD, device=dev), torch.ones(2)), ValueError,
+        "tpu tensors")
+    # after all that the group still works
+    t = torch.ones(3, device=dev)
+    dist.all_reduce(t)
+    same(t.cpu(), torch.full((3,), float(WORLD)), "all_reduce after the errors")
+    # a group with no cpu backend: PyTorch's error for cpu tensors (as NCCL's)
+    tpu_only = dist.new_group(backend="tpu:tpu_dist")
+    errors["cpu tensor on a tpu-only group"] = expect_error(
+        lambda: dist.all_reduce(torch.ones(2), group=tpu_only), RuntimeError, "No backend type associated with device type cpu")
+    dist.barrier()
+    hang_check(errors)
+
+
+def hang_check(extra=None):
+    """Rank 1 stays alive but never calls again; rank 0's collectives raise
+    within the group's timeout (10 s)."""
+    import time
+    t = torch.ones(4, device=device())
+    if RANK == 1:
+        out = os.environ["TPU_DIST_OUT"]
+        for _ in range(600):
+            if os.path.exists(os.path.join(out, "rank0.json")):
+                break
+            time.sleep(0.1)
+        os._exit(0)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(t)
+        raise AssertionError("all_reduce with a silent peer returned")
+    except RuntimeError as e:
+        msg = str(e)
+    took = time.monotonic() - start
+    assert "Timed out" in msg and took < 30, (took, msg)
+    report({"errors": extra, "hang": msg[:500], "seconds": took})
+    os._exit(0)  # the group is broken: no destroy (it would wait for the peer)
+
+
+@scenario
+def dead_rank():
+    """Rank 1 dies between two collectives: rank 0's next collective raises
+    (gloo's connection error) at once, async or not."""
+    import datetime
+    import time
+    init(timeout=datetime.timedelta(seconds=10))
+    t = torch.ones(4, device=device())
+    dist.all_reduce(t)  # the group works
+    if RANK == 1:
+        os._exit(3)
+    start = time.monotonic()
+    errors = []
+    for async_op in (True, False):
+        try:
+            w = dist.all_reduce(t, async_op=async_op)
+            if async_op:
+                w.wait()
+            raise AssertionError("all_reduce with a dead peer returned")
+        except RuntimeError as e:
+            errors.append(str(e)[:300])
+    took = time.monotonic() - start
+    assert took < 30, took
+    report({"errors": errors, "seconds": took})
+    os._exit(0)  # the group is broken: no destroy (it would wait for the peer)
+
+
 def main():
     name, args = sys.argv[1], sys.argv[2:]
     SCENARIOS[name](*args)
+    tick("done")
+    # The scenario destroyed its groups; skip the interpreter's teardown
+    # (engine and plugin unload: seconds on this machine, and the tests'
+    # budget is per launch).  The engine's own teardown is tested elsewhere.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
