@@ -173,5 +173,7 @@ extern const tpu_op_rule_t tpu_rules_grouped_mm[];  /* grouped_mm.c: grouped mat
 extern const tpu_op_rule_t tpu_rules_rnn[];         /* rnn.c: fused LSTM / GRU cells */
 extern const tpu_op_rule_t tpu_rules_rnn_layer[];   /* rnn_layer.c: LSTM / GRU / RNN layers as loops */
 extern const tpu_op_rule_t tpu_rules_fractional_pool[]; /* fractional_pool.c: fractional max pooling */
+extern const tpu_op_rule_t tpu_rules_nonzero[];     /* nonzero.c: coordinates of non-zero elements */
+extern const tpu_op_rule_t tpu_rules_cholesky[];    /* cholesky.c: Cholesky factorization with info */
 
 #endif /* TPU_OPS_OPS_H_ */

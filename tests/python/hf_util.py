@@ -75,3 +75,17 @@ def twin(cls, config, seed=0):
     dev = cls(config).eval()
     dev.load_state_dict(cpu.state_dict())
     return cpu, dev.to(T)
+
+
+MODE = os.environ.get("TORCH_TPU_EAGER_MODE", "strict").strip().lower() or "strict"
+HF_FULL = os.environ.get("TORCH_TPU_HF_FULL", "") == "1"
+
+
+def heavy(reason):
+    """Marks a test that takes minutes on a cold program cache (a 135M-
+    parameter model, an encoder-decoder, beam search): it runs in the fused
+    eager mode (what training and generation use), and in every mode with
+    TORCH_TPU_HF_FULL=1, so that `make test` (three modes) stays within CI's
+    time.  The lighter tests of the same code paths run in every mode."""
+    return pytest.mark.skipif(not HF_FULL and MODE != "fused",
+                              reason=f"heavy ({reason}): runs in fused mode; TORCH_TPU_HF_FULL=1 runs it in {MODE}")

@@ -6,7 +6,7 @@ device."""
 import pytest
 import torch
 
-from hf_util import T, needs_hf, no_fallback, twin
+from hf_util import T, heavy, needs_hf, no_fallback, twin
 
 pytestmark = needs_hf
 
@@ -56,6 +56,7 @@ def test_sampling_is_reproducible_under_a_seed_and_stays_on_device(llama):
     assert ((a >= 0) & (a < 64)).all()
 
 
+@heavy("beam search: minutes of compiles in strict/debug")
 def test_beam_search_matches_cpu(llama):
     cpu, dev = llama
     ids, mask = _prompt()
@@ -78,6 +79,7 @@ def test_static_cache_compiles_with_the_tpu_backend_and_matches_cpu(llama):
     assert dev._last_compile_config.backend == "tpu"
 
 
+@heavy("continuous batching: paged cache, many step shapes")
 def test_generate_batch_continuous_batching_matches_greedy(llama, monkeypatch):
     from transformers import GenerationConfig
     from transformers.generation.configuration_utils import ContinuousBatchingConfig

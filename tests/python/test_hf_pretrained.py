@@ -7,7 +7,7 @@ chat text identical to CPU."""
 import pytest
 import torch
 
-from hf_util import T, minilm_dir, needs_weights, no_fallback, smollm2_gguf
+from hf_util import T, heavy, minilm_dir, needs_weights, no_fallback, smollm2_gguf
 
 SENTENCES = ["A man is eating food.", "The new movie is awesome!", "Paris is the capital of France.",
              "Pretrained weights, shipped as a package."]
@@ -62,6 +62,7 @@ def smollm2():
     return tok, cpu, dev
 
 
+@heavy("SmolLM2-135M loaded twice from GGUF")
 @needs_weights("smollm2")
 def test_smollm2_gguf_loads_onto_tpu_with_the_same_weights(smollm2):
     _, cpu, dev = smollm2
@@ -72,6 +73,7 @@ def test_smollm2_gguf_loads_onto_tpu_with_the_same_weights(smollm2):
         assert torch.equal(p.cpu(), ref[name]), name
 
 
+@heavy("SmolLM2-135M loaded twice from GGUF")
 @needs_weights("smollm2")
 def test_smollm2_greedy_chat_text_identical_to_cpu(smollm2):
     tok, cpu, dev = smollm2

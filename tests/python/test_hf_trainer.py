@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from hf_util import T, needs_hf, no_fallback
+from hf_util import T, heavy, needs_hf, no_fallback
 
 pytestmark = needs_hf
 
@@ -88,6 +88,7 @@ def test_trainer_bf16_trains_on_tpu_under_autocast(tmp_path):
         assert losses[step] == pytest.approx(cpu_losses[step], rel=2e-2, abs=2e-2), (losses, cpu_losses)
 
 
+@heavy("Seq2SeqTrainer: T5 training plus generate in eval")
 def test_seq2seq_trainer_t5_trains_and_generates_in_eval(tmp_path):
     from transformers import (Seq2SeqTrainer, Seq2SeqTrainingArguments, T5Config,
                               T5ForConditionalGeneration)

@@ -7,8 +7,8 @@ Semantics that differ from PyTorch CPU, on purpose (see index.c):
   (TORCH_TPU_EAGER_MODE=debug) every indexing kernel first runs the
   index_bounds_check rule and raises IndexError like PyTorch.
 - Boolean-mask indexing (x[mask], x[mask] = v with a tensor v, masked_select)
-  has a data-dependent result shape: the mask is read on the host (nonzero on
-  the CPU: one device->host sync) and turned into integer indices.  The common
+  has a data-dependent result shape: nonzero runs on the device and only its
+  count is read on the host (one 8-byte sync), giving integer indices.  The common
   x[mask] = scalar (and += scalar) needs no sync: it is a where().
 - stack is PyTorch's own composite (unsqueeze + cat); matmul-style ops live in
   linalg.py.
@@ -228,7 +228,7 @@ def _adv_indices(self, indices):
                     raise IndexError(
                         f"The shape of the mask {list(idx.shape)} at index {j} does not match the shape of the "
                         f"indexed tensor {list(self.shape)} at index {dim + j}")
-            nz = idx.cpu().nonzero()  # host sync: the result shape depends on the mask
+            nz = idx.nonzero()  # one count read (ops/nonzero.py): the result shape depends on the mask
             for j in range(idx.dim()):
                 flags.append(1)
                 tensors.append(nz[:, j].contiguous().to(self.device))
@@ -390,7 +390,7 @@ def masked_scatter(self, mask, source):
     if mask.dim() > self.dim() or any(a != b and b != 1 for a, b in zip(reversed(self.shape), reversed(mask.shape))):
         raise Unsupported("masked_scatter: a mask that broadcasts self")
     m = _dev(mask, self).expand(self.shape)
-    nz = m.cpu().nonzero()  # host sync (data-dependent count)
+    nz = m.nonzero()  # one count read (data-dependent count)
     n = nz.shape[0]
     if n == 0:
         return self.clone()

@@ -1,0 +1,115 @@
+/* test_ops_nonzero_cholesky.c - the nonzero and cholesky_ex rules against
+ * naive loops (csrc/ops/nonzero.c, cholesky.c). */
+#include <math.h>
+#include <string.h>
+
+#include "tinytest.h"
+#include "tt_ops.h"
+
+TT_TEST(ops_nonzero_coords_count_and_fill) {
+  /* [2, 3] with zeros, a NaN (non-zero) and -0.0 (zero) */
+  double x[6] = {0, 1.5, NAN, -0.0, 0, -2};
+  int64_t dx[2] = {2, 3};
+  tt_ten_t in = tt_ten(TPU_F32, 2, dx, x);
+  tt_ten_t out[2];
+  int64_t attrs[2] = {6, -7}; /* rows = numel, fill -7 */
+  if (tt_ops_run("nonzero", &in, 1, attrs, 2, NULL, 0, out, 2) == 2) {
+    int64_t dc[2] = {6, 2};
+    double want[12] = {0, 1, 0, 2, 1, 2, -7, -7, -7, -7, -7, -7};
+    tt_ops_expect("nonzero coords", &out[0], TPU_S64, 2, dc, want, 0, 0);
+    double n = 3;
+    tt_ops_expect("nonzero count", &out[1], TPU_S64, 0, NULL, &n, 0, 0);
+    tt_ops_free(out, 2);
+  }
+  /* fewer rows than non-zeros (nonzero_static truncates) */
+  int64_t two[2] = {2, 0};
+  if (tt_ops_run("nonzero", &in, 1, two, 2, NULL, 0, out, 2) == 2) {
+    int64_t dc[2] = {2, 2};
+    double want[4] = {0, 1, 0, 2};
+    tt_ops_expect("nonzero truncated", &out[0], TPU_S64, 2, dc, want, 0, 0);
+    tt_ops_free(out, 2);
+  }
+  /* bool input, 1-D */
+  double b[5] = {1, 0, 0, 1, 1};
+  int64_t db[1] = {5};
+  tt_ten_t inb = tt_ten(TPU_PRED, 1, db, b);
+  int64_t ab[2] = {5, 0};
+  if (tt_ops_run("nonzero", &inb, 1, ab, 2, NULL, 0, out, 2) == 2) {
+    int64_t dc[2] = {5, 1};
+    double want[5] = {0, 3, 4, 0, 0};
+    tt_ops_expect("nonzero bool", &out[0], TPU_S64, 2, dc, want, 0, 0);
+    tt_ops_free(out, 2);
+  }
+  /* an empty input is the adapter's case: the rule refuses it */
+  int64_t d0[1] = {0};
+  tt_ten_t e = tt_ten(TPU_F32, 1, d0, NULL);
+  tpu_status_t st = tt_ops_lower_status("nonzero", &e, 1, ab, 2, NULL, 0);
+  TT_CHECK(st && tpu_status_code(st) == TPU_INVALID_ARGUMENT);
+  tpu_status_free(st);
+}
+
+/* L of a positive definite matrix, row-major, by the textbook loop. */
+static void naive_cholesky(const double *a, int n, double *l) {
+  memset(l, 0, sizeof(double) * n * n);
+  for (int j = 0; j < n; j++) {
+    double d = a[j * n + j];
+    for (int k = 0; k < j; k++) d -= l[j * n + k] * l[j * n + k];
+    l[j * n + j] = sqrt(d);
+    for (int i = j + 1; i < n; i++) {
+      double s = a[i * n + j];
+      for (int k = 0; k < j; k++) s -= l[i * n + k] * l[j * n + k];
+      l[i * n + j] = s / l[j * n + j];
+    }
+  }
+}
+
+TT_TEST(ops_cholesky_ex_values_upper_and_info) {
+  /* batch of 2: an SPD matrix (upper triangle garbage: must not be read) and
+   * one whose leading minor of order 2 is not positive definite */
+  enum { N = 3 };
+  double spd[N * N] = {4, 99, 99, 2, 5, 99, 1, 3, 6};
+  double full[N * N] = {4, 2, 1, 2, 5, 3, 1, 3, 6};
+  double bad[N * N] = {1, 2, 0, 2, 1, 0, 0, 0, 1};
+  double a[2 * N * N];
+  memcpy(a, spd, sizeof spd);
+  memcpy(a + N * N, bad, sizeof bad);
+  int64_t da[3] = {2, N, N};
+  tt_ten_t in = tt_ten(TPU_F64, 3, da, a);
+  tt_ten_t out[2];
+  int64_t lower = 0, upper = 1;
+  double l[N * N];
+  naive_cholesky(full, N, l);
+  if (tt_ops_run("cholesky_ex", &in, 1, &lower, 1, NULL, 0, out, 2) == 2) {
+    int64_t d1[1] = {2};
+    double info[2] = {0, 2};
+    tt_ops_expect("cholesky_ex info", &out[1], TPU_S32, 1, d1, info, 0, 0);
+    TT_CHECK(out[0].rank == 3);
+    for (int i = 0; i < N * N; i++) TT_CHECK(tt_ops_close(out[0].vals[i], l[i], 1e-14, 1e-14));
+    tt_ops_free(out, 2);
+  }
+  /* upper: reads the upper triangle, returns U = L^T */
+  double up[N * N];
+  for (int i = 0; i < N; i++)
+    for (int j = 0; j < N; j++) up[i * N + j] = i <= j ? full[i * N + j] : -99;
+  int64_t d2[2] = {N, N};
+  tt_ten_t inu = tt_ten(TPU_F64, 2, d2, up);
+  if (tt_ops_run("cholesky_ex", &inu, 1, &upper, 1, NULL, 0, out, 2) == 2) {
+    double want[N * N];
+    for (int i = 0; i < N; i++)
+      for (int j = 0; j < N; j++) want[i * N + j] = l[j * N + i];
+    tt_ops_expect("cholesky_ex upper", &out[0], TPU_F64, 2, d2, want, 1e-14, 1e-14);
+    double zero = 0;
+    tt_ops_expect("cholesky_ex upper info", &out[1], TPU_S32, 0, NULL, &zero, 0, 0);
+    tt_ops_free(out, 2);
+  }
+  /* not square, integer input */
+  int64_t d23[2] = {2, 3};
+  tt_ten_t ns = tt_ten(TPU_F32, 2, d23, NULL);
+  tpu_status_t st = tt_ops_lower_status("cholesky_ex", &ns, 1, &lower, 1, NULL, 0);
+  TT_CHECK(st && tpu_status_code(st) == TPU_INVALID_ARGUMENT && strstr(tpu_status_message(st), "square"));
+  tpu_status_free(st);
+  tt_ten_t ii = tt_ten(TPU_S64, 2, d2, NULL);
+  st = tt_ops_lower_status("cholesky_ex", &ii, 1, &lower, 1, NULL, 0);
+  TT_CHECK(st && tpu_status_code(st) == TPU_UNIMPLEMENTED);
+  tpu_status_free(st);
+}
