@@ -164,7 +164,7 @@ def _pow_scalar(self, exponent):
     dt = _complex_dt(self.dtype)
     if isinstance(exponent, torch.Tensor) or isinstance(exponent, complex) or float(exponent) != int(exponent) \
             or abs(int(exponent)) > 4:
-        raise Unsupported("complex pow with a non-small-integer exponent")
+        return run("pow", [self, _operand(exponent, dt)], [dtype_code(dt)])[0]
     k = int(exponent)
     if k == 0:
         return run("add", [run("mul", [self, 0], [dtype_code(dt)])[0], 1], [dtype_code(dt)])[0]
@@ -175,6 +175,45 @@ def _pow_scalar(self, exponent):
 
 
 _alternatives("pow.Tensor_Scalar", _pow_scalar, out="pow.Tensor_Scalar_out", inplace="pow_.Scalar")
+_alternatives("pow.Tensor_Tensor", _binary("pow"), out="pow.Tensor_Tensor_out", inplace="pow_.Tensor")
+
+
+# backward ops whose real-typed rules lack the conjugate complex gradients take
+def _tanh_backward(grad_output, output):
+    _complex_dt(torch.result_type(grad_output, output))
+    return grad_output * (1 - output * output).conj_physical()
+
+
+def _sigmoid_backward(grad_output, output):
+    _complex_dt(torch.result_type(grad_output, output))
+    return grad_output * (output * (1 - output)).conj_physical()
+
+
+_alternatives("tanh_backward", _tanh_backward, out="tanh_backward.grad_input")
+_alternatives("sigmoid_backward", _sigmoid_backward, out="sigmoid_backward.grad_input")
+
+
+def _masked_fill(self, mask, value):
+    dt = _complex_dt(self.dtype)
+    if mask.dtype != torch.bool:
+        raise Unsupported("mask dtype")
+    return run("where", [mask, _operand(value, dt), self], [dtype_code(dt)])[0]
+
+
+_alternatives("masked_fill.Scalar", _masked_fill, out="masked_fill.Scalar_out", inplace="masked_fill_.Scalar")
+_alternatives("masked_fill.Tensor", _masked_fill, out="masked_fill.Tensor_out", inplace="masked_fill_.Tensor")
+
+
+def _addmm_like(rule):
+    def kernel(self, a, b, *, beta=1, alpha=1):
+        dt = _complex_dt(a.dtype)
+        return run(rule, [self, a, b, _operand(beta, dt), _operand(alpha, dt)])[0]
+
+    return kernel
+
+
+for _n in ("addmm", "baddbmm", "addmv"):
+    _alternatives(_n, _addmm_like(_n), out=f"{_n}.out", inplace=f"{_n}_")
 
 
 # ---- functions with a real side (complex.c) ---------------------------------------
@@ -209,10 +248,12 @@ def angle(self):
     return _cx(_CX_ANGLE, self)
 
 
-@register("conj_physical", out="conj_physical.out", inplace="conj_physical_")
+@register("_conj_physical", out="conj_physical.out", inplace="conj_physical_")
 def conj_physical(self):
     if not self.is_complex():
         return self.clone()
+    if self.is_conj():  # conj of a lazily conjugated view: its raw values
+        return torch.conj(self).clone()
     return _cx(_CX_CONJ, self)
 
 

@@ -78,8 +78,8 @@ def dot(self, tensor):
 
 @register("aten::vdot", out="aten::vdot.out")
 def vdot(self, other):
-    if self.dtype.is_complex:
-        raise NotImplementedError("tpu: vdot of complex tensors")
+    if self.dtype.is_complex:  # conj(self) . other
+        return run("dot", [torch.conj_physical(self), other])[0]
     return run("vdot", [self, other])[0]
 
 
