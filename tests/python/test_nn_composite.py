@@ -88,3 +88,37 @@ def test_margin_losses():
     ym = torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [1, -1, 0, 0], [-1, 0, 0, 0], [2, 2, -1, 1]])
     _check(lambda t: F.multilabel_margin_loss(t, ym.to(t.device)), x)
     _check(lambda t: F.multilabel_margin_loss(t, ym.to(t.device), reduction="none"), x)
+
+
+@pytest.mark.parametrize("concat", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ctc_loss(concat, reduction):
+    g = torch.Generator().manual_seed(5)
+    T_, N, C = 12, 3, 5
+    x = torch.randn(T_, N, C, generator=g)
+    tl = [4, 0, 3]
+    il = [12, 9, 7]
+    tg = torch.randint(1, C, (N, 4), generator=g)
+    tg[2, 1] = tg[2, 0]  # a repeated label: no skip there
+    targets = torch.cat([tg[n, :tl[n]] for n in range(N)]) if concat else tg
+
+    def f(t):
+        return F.ctc_loss(t.log_softmax(2), targets.to(t.device), torch.tensor(il), torch.tensor(tl),
+                          reduction=reduction)
+
+    _check(f, x, atol=1e-4)
+
+    def raw(t):  # log_probs that are not a log_softmax: PyTorch's gradient convention
+        return F.ctc_loss(t, targets.to(t.device), il, tl, reduction=reduction)
+
+    _check(raw, -torch.rand(T_, N, C, generator=g) * 3, atol=1e-4)
+
+
+def test_ctc_loss_zero_infinity():
+    x = torch.randn(3, 1, 4)
+    targets, il, tl = torch.tensor([[1, 2, 3, 1]]), [3], [4]  # impossible: target longer than the input
+
+    def f(t):
+        return F.ctc_loss(t.log_softmax(2), targets.to(t.device), il, tl, zero_infinity=True)
+
+    _check(f, x)

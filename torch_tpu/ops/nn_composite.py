@@ -12,7 +12,9 @@ have one (no host round trip):
   decompositions (torch._decomp) over device ops;
 - multilabel_margin_loss: the CPU kernel's sum written with gather /
   scatter (PyTorch's decomposition does not match its CPU kernel);
-- native_group_norm_backward: PyTorch's decomposition.
+- native_group_norm_backward: PyTorch's decomposition;
+- _ctc_loss: the alpha recursion over the extended label sequence, one
+  log-sum-exp step per frame (lengths are host values, as on the CPU).
 
 The forward ops whose backward op has no rule are registered at the
 AutogradPrivateUse1 key: autograd records the device ops they are made of,
@@ -167,3 +169,98 @@ def multilabel_margin_loss_forward(self, target, reduction):
 
 
 _autograd("multilabel_margin_loss_forward", multilabel_margin_loss_forward)
+
+
+# ---- CTC loss: the alpha recursion, one step per time frame ------------------------------
+
+
+def _lse(*xs):
+    """log(sum(exp(x))) over the given tensors, -inf when all are -inf, with
+    zero (not NaN) gradients there."""
+    m = xs[0]
+    for x in xs[1:]:
+        m = torch.maximum(m, x)
+    ninf = m == float("-inf")
+    m0 = torch.where(ninf, torch.zeros_like(m), m)
+    s = sum(torch.exp(x - m0) for x in xs)
+    zero = s == 0
+    s1 = torch.where(zero, torch.ones_like(s), s)
+    return torch.where(zero, torch.full_like(s, float("-inf")), m0 + torch.log(s1))
+
+
+def _host_ints(v):
+    return [int(x) for x in (v.tolist() if isinstance(v, torch.Tensor) else v)]
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """(neg_log_likelihood [N], log_alpha [N, T, 2 * max_target_length + 1])
+    as aten::_ctc_loss (log_probs [T, N, C]; targets padded [N, S] or
+    concatenated 1-d)."""
+    T, N, C = log_probs.shape
+    in_len, tg_len = _host_ints(input_lengths), _host_ints(target_lengths)
+    if len(in_len) != N or len(tg_len) != N:
+        raise RuntimeError(f"input_lengths must be of size batch_size ({N})")
+    smax = max(tg_len) if tg_len else 0
+    dev = log_probs.device
+    if targets.dim() == 1:  # concatenated: gather each sample's labels into a padded row
+        offs, o = [], 0
+        for n in range(N):
+            offs.append(o)
+            o += tg_len[n]
+        idx = [[offs[n] + min(s, max(tg_len[n] - 1, 0)) for s in range(smax)] for n in range(N)]
+        tg = targets[torch.tensor(idx, dtype=torch.int64).reshape(N, smax).to(dev)] if smax else \
+            targets.new_zeros(N, 0)
+    else:
+        tg = targets[:, :smax]
+    tg = tg.to(torch.int64)
+    L = 2 * smax + 1
+    ext = torch.full((N, L), blank, dtype=torch.int64, device=dev)
+    if smax:
+        ext[:, 1::2] = tg
+    lp = log_probs.gather(2, ext.unsqueeze(0).expand(T, N, L))  # [T, N, L]
+    ninf = torch.full((N, 1), float("-inf"), dtype=log_probs.dtype, device=dev)
+    # skip[n, s]: s - 2 -> s allowed (a label different from the one two back)
+    skip = torch.zeros(N, L, dtype=torch.bool, device=dev)
+    if L > 2:
+        skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    start = torch.full((N, L), float("-inf"), dtype=log_probs.dtype, device=dev)
+    init = torch.zeros(N, L, dtype=torch.bool)
+    init[:, 0] = True
+    for n in range(N):
+        if tg_len[n] > 0 and L > 1:
+            init[n, 1] = True
+    alpha = torch.where(init.to(dev), lp[0], start)
+    alphas = [alpha]
+    for t in range(1, T):
+        a1 = alpha
+        a2 = torch.cat([ninf, alpha[:, :-1]], 1)
+        a3 = torch.where(skip, torch.cat([ninf, ninf, alpha[:, :-2]], 1), torch.full_like(alpha, float("-inf"))) \
+            if L > 2 else torch.full_like(alpha, float("-inf"))
+        alpha = _lse(a1, a2, a3) + lp[t]
+        alphas.append(alpha)
+    la = torch.stack(alphas, 1)  # [N, T, L]
+    # the end: alpha[T_n - 1, L_n - 1] (+ alpha[T_n - 1, L_n - 2] when the target is not empty)
+    last = torch.tensor([[max(in_len[n] - 1, 0), 2 * tg_len[n]] for n in range(N)], dtype=torch.int64)
+    prev = torch.tensor([[max(in_len[n] - 1, 0), max(2 * tg_len[n] - 1, 0)] for n in range(N)], dtype=torch.int64)
+    rows = torch.arange(N).to(dev)
+    e1 = la[rows, last[:, 0].to(dev), last[:, 1].to(dev)]
+    e2 = la[rows, prev[:, 0].to(dev), prev[:, 1].to(dev)]
+    has = torch.tensor([tg_len[n] > 0 for n in range(N)]).to(dev)
+    e2 = torch.where(has, e2, torch.full_like(e2, float("-inf")))
+    nll = -_lse(e1, e2)
+    # PyTorch's CTC gradient with respect to log_probs is the true one plus
+    # exp(log_probs) * grad over the frames t < input_length (it is the
+    # gradient through a log_softmax it assumes); a zero-valued term gives
+    # the composition the same gradient
+    tmask = torch.tensor([[t < in_len[n] for n in range(N)] for t in range(T)], dtype=log_probs.dtype).to(dev)
+    e = log_probs.exp()
+    nll = nll + ((e - e.detach()) * tmask.unsqueeze(2)).sum((0, 2))
+    return nll, la
+
+
+def ctc_loss_tensor(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    return ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)
+
+
+_autograd("_ctc_loss", ctc_loss)
+_autograd("_ctc_loss.Tensor", ctc_loss_tensor)
