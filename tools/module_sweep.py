@@ -2,7 +2,7 @@
 
 Full sweep (every ModuleInfo of torch's module_db supporting float32,
 outputs, buffers and gradients of inputs and parameters, train and eval
-where they differ), writes tools/module_results.json:
+where they differ), writes tools/module_results_<eager mode>.json:
 
     .venv/bin/python tools/module_sweep.py
 
@@ -11,11 +11,15 @@ Options:
     --shard i/n          only modules i, i+n, i+2n ... of the sorted list
     --modules a,b,c      only these ModuleInfos (names like nn.LSTM; prefix* ok)
     --max-samples K      at most K ModuleInputs per module and mode
-    --out PATH           results file (default tools/module_results.json)
-    --write-baseline     also write tests/python/module_baseline.json
-                         (test_modules.py guards its "pass" modules)
+    --out PATH           results file (default tools/module_results_<mode>.json)
+    --write-baseline     also write this eager mode's section of
+                         tests/python/module_baseline.json (test_modules.py
+                         guards its "pass" modules in that mode)
     --quiet              no per-module lines
 The eager mode is the environment's (TORCH_TPU_EAGER_MODE, default strict).
+Fused mode compiles one program per sample (strict and debug reuse per-op
+programs across samples): a cold fused sweep of every sample takes hours
+(nn.LinearCrossEntropyLoss has 857 samples); use --max-samples there.
 Comparison and classification rules: tests/python/module_util.py.
 """
 import argparse
@@ -34,13 +38,46 @@ import opinfo_util as U  # noqa: E402
 from opinfo_sweep import select  # noqa: E402
 
 
+def write_baseline(mode, doc, results):
+    """Replaces this eager mode's section of tests/python/module_baseline.json
+    (the other modes' sections are kept)."""
+    try:
+        with open(MU.BASELINE) as f:
+            base = json.load(f)
+    except (OSError, ValueError):
+        base = {}
+    base["_doc"] = ("Per eager mode: the ModuleInfos that passed (outputs, buffers and gradients match CPU, no CPU "
+                    "fallback) in a sweep of every module; tests/python/test_modules.py fails if one of them stops "
+                    "passing in that mode. Regenerate a mode: TORCH_TPU_EAGER_MODE=<mode> .venv/bin/python "
+                    "tools/module_sweep.py --write-baseline [--max-samples K]")
+    base.setdefault("modes", {})[mode] = {
+        "meta": doc["meta"],
+        "counts": doc["counts"],
+        "pass": sorted(k for k, r in results.items() if r["status"] == "pass"),
+        "fallback-pass": {k: sorted(r.get("fallbacks", {})) for k, r in sorted(results.items())
+                          if r["status"] == "fallback-pass"},
+        "fail": {k: r.get("error") for k, r in sorted(results.items()) if r["status"] == "fail"},
+        "skip": {k: r.get("reason") for k, r in sorted(results.items()) if r["status"] == "skip"},
+        # cost of each passing module in this sweep (test_modules.py sizes its default run with it)
+        "cost": {k: {"seconds": r.get("seconds"), "samples": r.get("samples")}
+                 for k, r in sorted(results.items()) if r["status"] == "pass"},
+    }
+    base["all_modules"] = sorted(set(base.get("all_modules", [])) | set(results))
+    base["modes"] = dict(sorted(base["modes"].items()))
+    with open(MU.BASELINE, "w") as f:
+        json.dump(base, f, indent=1)
+        f.write("\n")
+    n = len(base["modes"][mode]["pass"])
+    print(f"baseline ({mode}): {n} passing ModuleInfos -> {os.path.relpath(MU.BASELINE, REPO)}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("TORCH_TPU_MODULE_JOBS", "2")))
     ap.add_argument("--shard", default=None)
     ap.add_argument("--modules", default=None)
     ap.add_argument("--max-samples", type=int, default=None)
-    ap.add_argument("--out", default=os.path.join(REPO, "tools", "module_results.json"))
+    ap.add_argument("--out", default=None)
     ap.add_argument("--write-baseline", action="store_true")
     ap.add_argument("--timeout", type=float, default=900, help="seconds one module may take")
     ap.add_argument("--quiet", action="store_true")
@@ -51,6 +88,7 @@ def main(argv=None):
     import torch
     keys = select(MU.load_module_db().keys(), a.modules, a.shard)
     mode = os.environ.get("TORCH_TPU_EAGER_MODE", "strict") or "strict"
+    a.out = a.out or os.path.join(REPO, "tools", f"module_results_{mode}.json")
     print(f"module sweep: {len(keys)} ModuleInfos, {a.jobs} workers, eager mode {mode}", flush=True)
     t0 = time.time()
     done = [0]
@@ -104,29 +142,10 @@ def main(argv=None):
     if fb:
         print("fallbacks (aten op: modules): " + ", ".join(f"{k} ({v})" for k, v in list(fb.items())[:15]))
     if a.write_baseline:
-        if a.shard or a.modules or a.max_samples:
-            print("--write-baseline needs the full sweep (no --shard/--modules/--max-samples); not written")
+        if a.shard or a.modules:
+            print("--write-baseline needs every module (no --shard/--modules); not written")
             return 2
-        base = {
-            "_doc": "ModuleInfos that passed (outputs, buffers and gradients match CPU, no CPU fallback) in the "
-                    "full sweep; tests/python/test_modules.py fails if one of them stops passing. "
-                    "Regenerate: .venv/bin/python tools/module_sweep.py --write-baseline",
-            "meta": doc["meta"],
-            "counts": counts,
-            "pass": sorted(k for k, r in results.items() if r["status"] == "pass"),
-            "fallback-pass": {k: sorted(r.get("fallbacks", {})) for k, r in sorted(results.items())
-                              if r["status"] == "fallback-pass"},
-            "fail": {k: r.get("error") for k, r in sorted(results.items()) if r["status"] == "fail"},
-            "skip": {k: r.get("reason") for k, r in sorted(results.items()) if r["status"] == "skip"},
-            "all_modules": sorted(results),
-            # cost of each passing module in this sweep (test_modules.py sizes its default run with it)
-            "cost": {k: {"seconds": r.get("seconds"), "samples": r.get("samples")}
-                     for k, r in sorted(results.items()) if r["status"] == "pass"},
-        }
-        with open(MU.BASELINE, "w") as f:
-            json.dump(base, f, indent=1)
-            f.write("\n")
-        print(f"baseline: {len(base['pass'])} passing ModuleInfos -> {os.path.relpath(MU.BASELINE, REPO)}")
+        write_baseline(mode, doc, results)
     return 0
 
 

@@ -247,8 +247,25 @@ def _to_cpu(x):
     return x
 
 
+_alternatives = {}  # "aten::add.Tensor" -> device kernel tried before the CPU fallback
+
+
+def alternative(name, fn):
+    """Registers fn as the device alternative of the ATen overload `name`:
+    when the overload's kernel declines a call (Unsupported: complex
+    operands for a real-typed kernel) fn is tried before the CPU fallback;
+    fn raising Unsupported in turn sends the call to the CPU."""
+    _alternatives["aten::" + _strip(name)] = fn
+
+
 def _cpu_fallback(op, *args, **kwargs):
     name = op.name() if op._overloadname == "default" else f"{op.name()}.{op._overloadname}"
+    alt = _alternatives.get(op.name())  # OpOverload.name(): "aten::add.Tensor"
+    if alt is not None:
+        try:
+            return alt(*args, **kwargs)
+        except Unsupported:
+            pass
     if os.environ.get("TORCH_TPU_CPU_FALLBACK", "1") == "0":
         raise NotImplementedError(
             f"tpu: no kernel for {name} and the CPU fallback is disabled (TORCH_TPU_CPU_FALLBACK=0)"

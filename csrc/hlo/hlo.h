@@ -238,6 +238,15 @@ bool tpu_hlo_while_body(tpu_hlo_func_t *f, tpu_hlo_while_t *w, tpu_hlo_value_t p
 bool tpu_hlo_while_end(tpu_hlo_func_t *f, tpu_hlo_while_t *w, const tpu_hlo_value_t *next,
                        tpu_hlo_value_t *out_results);
 
+/* stablehlo.fft over the trailing n (1..3) dimensions, `lengths` their
+ * transform lengths (hlo_fft.c).  FFT / IFFT: complex -> same type;
+ * RFFT: f32/f64 -> complex, last dim lengths[n-1] / 2 + 1; IRFFT: complex
+ * (last dim lengths[n-1] / 2 + 1) -> real, last dim lengths[n-1].  IFFT and
+ * IRFFT are normalised by 1 / prod(lengths). */
+typedef enum { TPU_HLO_FFT = 0, TPU_HLO_IFFT = 1, TPU_HLO_RFFT = 2, TPU_HLO_IRFFT = 3 } tpu_hlo_fft_type_t;
+tpu_hlo_value_t tpu_hlo_fft(tpu_hlo_func_t *f, tpu_hlo_value_t x, tpu_hlo_fft_type_t type, const int64_t *lengths,
+                            int n);
+
 /* Helpers most rules need. */
 /* Broadcasts x (numpy rules, trailing alignment) to `rank`/`dims`. */
 tpu_hlo_value_t tpu_hlo_broadcast_to(tpu_hlo_func_t *f, tpu_hlo_value_t x, int rank, const int64_t *dims);

@@ -10,7 +10,8 @@
  * run time when beta is 0, so one program serves every beta.
  *
  * Products of integer tensors are computed in the integer type (wraps like
- * PyTorch); bool and complex are rejected with PyTorch's message.
+ * PyTorch); complex products are dot_generals of complex operands; bool is
+ * rejected with PyTorch's message.
  *
  * The `matmul` rule implements numpy/PyTorch matmul (1-d promotion, batch
  * broadcasting) in one dot_general; aten::matmul itself is
@@ -43,7 +44,7 @@ static const char *la_torch_type(tpu_dtype_t dt) {
 }
 
 static int la_check_dtype(tpu_op_ctx_t *c, tpu_dtype_t dt) {
-  if (dt == TPU_PRED || tpu_dtype_is_complex(dt) || dt == TPU_DTYPE_INVALID) {
+  if (dt == TPU_PRED || dt == TPU_DTYPE_INVALID) { /* complex: dot_general takes it */
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: \"%s\" not implemented for '%s'", c->name, c->name,
                 la_torch_type(dt));
     return 0;

@@ -10,7 +10,7 @@ static const tpu_op_rule_t *const tpu_rule_tables[] = {
     tpu_rules_core, tpu_rules_elementwise, tpu_rules_reduce, tpu_rules_linalg,
     tpu_rules_nn,   tpu_rules_index,       tpu_rules_random, tpu_rules_optim,
     tpu_rules_extra, tpu_rules_search, tpu_rules_grouped_mm, tpu_rules_rnn, tpu_rules_rnn_layer,
-    tpu_rules_fractional_pool, tpu_rules_nonzero, tpu_rules_cholesky,
+    tpu_rules_fractional_pool, tpu_rules_nonzero, tpu_rules_cholesky, tpu_rules_fft, tpu_rules_complex,
 };
 
 #define TPU_RULE_MAX 1024

@@ -32,10 +32,12 @@ static float opt_bf2f(uint16_t b) {
 static void *opt_pack(tpu_dtype_t dt, const double *v, int64_t n) {
   size_t es = tpu_dtype_size(dt);
   char *p = calloc((size_t)(n ? n : 1), es);
+  if (dt == TPU_C64) n *= 2; /* (re, im) pairs of floats */
   for (int64_t i = 0; i < n; i++) {
     double x = v ? v[i] : 0;
     switch (dt) {
-      case TPU_F32: ((float *)p)[i] = (float)x; break;
+      case TPU_F32:
+      case TPU_C64: ((float *)p)[i] = (float)x; break;
       case TPU_F64: ((double *)p)[i] = x; break;
       case TPU_BF16: ((uint16_t *)p)[i] = opt_f2bf((float)x); break;
       case TPU_S64: ((int64_t *)p)[i] = (int64_t)x; break;
@@ -50,7 +52,8 @@ static void *opt_pack(tpu_dtype_t dt, const double *v, int64_t n) {
 
 static double opt_unpack1(tpu_dtype_t dt, const void *p, int64_t i) {
   switch (dt) {
-    case TPU_F32: return ((const float *)p)[i];
+    case TPU_F32:
+    case TPU_C64: return ((const float *)p)[i];
     case TPU_F64: return ((const double *)p)[i];
     case TPU_BF16: return opt_bf2f(((const uint16_t *)p)[i]);
     case TPU_S64: return (double)((const int64_t *)p)[i];
@@ -146,11 +149,12 @@ int opt_run(const char *rule, const opt_in_t *ins, int nin, const int64_t *ints,
           r->rank = tpu_pjrt_buffer_rank(b);
           memcpy(r->dims, tpu_pjrt_buffer_dims(b), sizeof(int64_t) * (size_t)r->rank);
           r->n = tpu_pjrt_buffer_numel(b);
+          int64_t nv = r->dt == TPU_C64 ? 2 * r->n : r->n;
           size_t nb = tpu_pjrt_buffer_nbytes(b);
           void *h = malloc(nb ? nb : 1);
           st = tpu_pjrt_buffer_to_host(b, h, nb);
-          r->v = calloc((size_t)(r->n ? r->n : 1), sizeof(double));
-          for (int64_t i = 0; !st && i < r->n; i++) r->v[i] = opt_unpack1(r->dt, h, i);
+          r->v = calloc((size_t)(nv ? nv : 1), sizeof(double));
+          for (int64_t i = 0; !st && i < nv; i++) r->v[i] = opt_unpack1(r->dt, h, i);
           free(h);
         }
         tpu_pjrt_buffer_destroy(b);

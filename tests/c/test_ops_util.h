@@ -9,7 +9,7 @@ typedef struct {
   tpu_dtype_t dt;
   int rank;
   int64_t dims[TPU_MAX_RANK];
-  const double *v; /* numel values (converted to dt); NULL = zeros */
+  const double *v; /* numel values (converted to dt; complex64: 2 * numel, (re, im) pairs); NULL = zeros */
 } opt_in_t;
 
 typedef struct {
@@ -17,7 +17,7 @@ typedef struct {
   int rank;
   int64_t dims[TPU_MAX_RANK];
   int64_t n;
-  double *v;
+  double *v; /* n values (complex64: 2 * n, (re, im) pairs) */
 } opt_out_t;
 
 /* Lowers `rule` over arguments of the given types; returns the module. */

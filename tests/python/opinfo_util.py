@@ -449,10 +449,13 @@ def run_sample(op, sample, index, atol, rtol, check_grad):
     return "ok", grads_checked
 
 
-def run_op(op, max_samples=None):
-    """Runs every float32 sample of `op`; returns the op's result dict."""
+def run_op(op, max_samples=None, dtype=None):
+    """Runs every float32 (or `dtype`: torch.complex64 for the complex
+    samples) sample of `op`; returns the op's result dict."""
     import torch
     import torch_tpu
+
+    dtype = dtype or torch.float32
 
     key = op_key(op)
     res = {"op": key, "status": None, "samples": 0, "compared": 0, "grad_compared": 0,
@@ -464,14 +467,14 @@ def run_op(op, max_samples=None):
         if why:
             res.update(status="skip", reason=f"nondeterministic: {why}")
             return res
-        if torch.float32 not in op.supported_dtypes("cpu"):
-            res.update(status="skip", reason="no float32 support on CPU")
+        if dtype not in op.supported_dtypes("cpu"):
+            res.update(status="skip", reason=f"no {str(dtype)[6:]} support on CPU")
             return res
         atol, rtol = tolerance(op)
         check_grad = bool(op.supports_autograd)
         torch.manual_seed(0)
         try:
-            samples = op.sample_inputs("cpu", torch.float32, requires_grad=check_grad)
+            samples = op.sample_inputs("cpu", dtype, requires_grad=check_grad)
         except Exception as e:  # noqa: BLE001
             res.update(status="skip", reason=f"sample_inputs raised on CPU: {one_line(e)}")
             return res

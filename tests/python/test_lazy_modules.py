@@ -4,14 +4,11 @@ match the same module trained on the CPU.
 
 Two ways in:
   - built on the device (device="tpu"): works today;
-  - built on the CPU, then .to("tpu"): needs Module.to to keep the
+  - built on the CPU, then .to("tpu"): Module.to keeps the
     UninitializedParameter objects (torch._has_compatible_shallow_copy_type
-    True for cpu<->tpu, which the C++ device layer provides; until then the
-    TEMPORARY `_shallow_copy_shim` fixture of conftest.py stands in for it)
-    and the host->tpu copy to accept an UninitializedParameter (today
-    ops/core.py's _to_copy reads `.shape` of the Python subclass, which
-    raises).  Those tests are expected to fail while that probe fails, and
-    run normally (they must pass) once it does not.
+    is True for cpu<->tpu, from the C++ device layer) and the host->tpu copy
+    (ops/core.py _to_copy) copies the empty tensor under the lazy
+    parameter's Python class.
 """
 import pytest
 import torch
@@ -33,31 +30,6 @@ LAZY = [
     ("LazyBatchNorm2d", lambda **kw: torch.nn.LazyBatchNorm2d(**kw), (4, 3, 5, 5)),
     ("LazyInstanceNorm2d", lambda **kw: torch.nn.LazyInstanceNorm2d(affine=True, **kw), (2, 3, 4, 4)),
 ]
-
-
-def _moving_a_lazy_module_breaks():
-    """True while .to("tpu") of an uninitialized lazy module raises (the
-    reason the tests below that need it are expected to fail)."""
-    lib = None
-    if not torch._has_compatible_shallow_copy_type(torch.empty(1), torch.empty(1, device=T)):
-        lib = torch.library.Library("aten", "IMPL")
-        lib.impl("_has_compatible_shallow_copy_type", lambda a, b: True, "PrivateUse1")
-    try:
-        m = torch.nn.LazyLinear(2).to(T)
-        m(torch.randn(1, 3, device=T))
-        return False
-    except Exception:  # noqa: BLE001 - any failure means "not yet"
-        return True
-    finally:
-        if lib is not None:
-            lib._destroy()
-
-
-MOVE_BROKEN = _moving_a_lazy_module_breaks()
-needs_lazy_move = pytest.mark.xfail(
-    MOVE_BROKEN, strict=True,
-    reason="Module.to('tpu') of an uninitialized lazy module: ops/core.py _to_copy reads .shape of the "
-           "UninitializedParameter subclass (raises); waits for the C++ device layer")
 
 
 def _train_and_compare(m_cpu, m_tpu, shape, steps=3):
@@ -107,9 +79,8 @@ def test_lazy_module_built_on_tpu_materializes_and_trains(name, make, shape):
     _train_and_compare(m_cpu, m_tpu, shape)
 
 
-@needs_lazy_move
 @pytest.mark.parametrize("name,make,shape", LAZY, ids=[n for n, _, _ in LAZY])
-def test_lazy_module_moved_to_tpu_materializes_and_trains(_shallow_copy_shim, name, make, shape):
+def test_lazy_module_moved_to_tpu_materializes_and_trains(name, make, shape):
     torch.manual_seed(0)
     m_cpu = make()
     m_tpu = make().to(T)
@@ -118,8 +89,7 @@ def test_lazy_module_moved_to_tpu_materializes_and_trains(_shallow_copy_shim, na
     _train_and_compare(m_cpu, m_tpu, shape)
 
 
-@needs_lazy_move
-def test_lazy_model_in_sequential_moved_then_trained(_shallow_copy_shim):
+def test_lazy_model_in_sequential_moved_then_trained():
     torch.manual_seed(1)
 
     def make():

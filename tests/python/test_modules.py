@@ -1,9 +1,9 @@
 """ModuleInfo regression guard: every ModuleInfo that passed in the committed
-baseline (tests/python/module_baseline.json: outputs, buffers and gradients
-of inputs and parameters match PyTorch CPU, no CPU fallback) must still
-pass.
+baseline for the current eager mode (tests/python/module_baseline.json,
+"modes" -> mode -> "pass": outputs, buffers and gradients of inputs and
+parameters match PyTorch CPU, no CPU fallback) must still pass.
 
-The full sweep (one command, writes tools/module_results.json):
+The full sweep (one command, writes tools/module_results_<mode>.json):
 
     .venv/bin/python tools/module_sweep.py            # add --write-baseline to refresh the baseline
 
@@ -42,9 +42,12 @@ def _baseline():
         return None
 
 
-BASE = _baseline()
+MODE = os.environ.get("TORCH_TPU_EAGER_MODE", "strict") or "strict"
+BASE_FILE = _baseline()
+# this mode's section (strict's when the mode has none yet)
+BASE = (BASE_FILE or {}).get("modes", {}).get(MODE) or (BASE_FILE or {}).get("modes", {}).get("strict")
 PASSING = set(BASE["pass"]) if BASE else set()
-ALL = BASE.get("all_modules", sorted(PASSING)) if BASE else []
+ALL = (BASE_FILE or {}).get("all_modules", sorted(PASSING))
 
 
 def _plan():
@@ -74,7 +77,10 @@ def _cap_for_budget():
     budget = float(os.environ.get("TORCH_TPU_MODULE_BUDGET_S", "120"))
     jobs = int(os.environ.get("TORCH_TPU_MODULE_JOBS", "2"))
     cost = BASE.get("cost", {}) if BASE else {}
+    verified = (BASE or {}).get("meta", {}).get("max_samples")  # the baseline's own cap, if any
     for cap in (None, 16, 8, 4, 2, 1):
+        if verified and (cap is None or cap > verified):
+            continue
         est = 0.0
         for k in PASSING:
             c = cost.get(k) or {}
@@ -123,7 +129,7 @@ def test_module_report(sweep, capsys):
     counts = U.summarize(sweep)
     new = sorted(k for k, r in sweep.items() if r["status"] == "pass" and k not in PASSING)
     with capsys.disabled():
-        print(f"\nmodules ({PLAN}, eager mode {os.environ.get('TORCH_TPU_EAGER_MODE', 'strict')}): "
+        print(f"\nmodules ({PLAN}, eager mode {MODE}): "
               f"pass {counts['pass']} fallback-pass {counts['fallback-pass']} fail {counts['fail']} "
               f"skip {counts['skip']} of {len(sweep)}")
         if new:

@@ -408,3 +408,36 @@ def test_inference_mode_and_no_grad():
         torch.testing.assert_close(mt(x.to(T))[0].cpu(), want, atol=ATOL, rtol=RTOL)
     with torch.inference_mode():
         torch.testing.assert_close(mt(x.to(T))[0].cpu(), want, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("allow_rnn", [False, True])
+def test_torch_compile_with_an_lstm(allow_rnn):
+    """Dynamo runs RNN modules eagerly by default (the layer kernels); with
+    allow_rnn it traces them with fake tensors, and the kernels hand the
+    trace to PyTorch's decomposition."""
+    import torch._dynamo
+
+    torch.manual_seed(19)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.GRU(4, 6, num_layers=2, bidirectional=True)
+            self.head = torch.nn.Linear(12, 2)
+
+        def forward(self, x):
+            y, _ = self.rnn(x)
+            return self.head(y[-1])
+
+    m = Net()
+    mt = copy.deepcopy(m).to(T)
+    x = torch.randn(5, 3, 4)
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(allow_rnn=allow_rnn):
+        y = torch.compile(mt, backend="tpu")(x.to(T))
+        y.sum().backward()
+    yc = m(x)
+    yc.sum().backward()
+    torch.testing.assert_close(y.cpu(), yc, atol=ATOL, rtol=RTOL)
+    for (name, a), (_, b) in zip(m.named_parameters(), mt.named_parameters()):
+        torch.testing.assert_close(b.grad.cpu(), a.grad, atol=ATOL * 5, rtol=RTOL * 5, msg=name)

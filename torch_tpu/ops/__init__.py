@@ -7,7 +7,7 @@ import importlib
 import warnings
 
 _FAMILIES = ["core", "random", "elementwise", "reduce", "linalg", "nn", "index", "optim", "extra", "search", "grouped_mm",
-             "rnn", "fractional_pool", "nonzero", "cholesky"]
+             "rnn", "fractional_pool", "nonzero", "cholesky", "fft", "complex", "nn_composite"]
 loaded = []
 failed = {}
 

@@ -167,6 +167,13 @@ def clone(self, *, memory_format=None):
 @register("_to_copy")
 def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
              memory_format=None):
+    if type(self) is not torch.Tensor and isinstance(self, torch.nn.parameter.UninitializedTensorMixin):
+        # an uninitialized lazy parameter (Module.to of a lazy module): its
+        # Python class refuses .shape; copy a plain alias of the (empty) tensor
+        with torch._C.DisableTorchFunctionSubclass():
+            self = self.as_subclass(torch.Tensor)
+        return _to_copy(self, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory,
+                        non_blocking=non_blocking, memory_format=memory_format)
     dtype = dtype or self.dtype
     if self.device.type != "tpu":  # host -> tpu: one transfer, no fill
         return from_host(self.to(dtype), device_index(device), non_blocking)

@@ -8,15 +8,15 @@ change).
 """
 import torch
 
-from .._dispatch import register, run, scalar, dtype_code
+from .._dispatch import Unsupported, register, run, scalar, dtype_code
 
 
 def _opmath(dtype):
     # the type PyTorch computes alpha/beta in: double for double, float for
     # the other floating types, long for integers
-    if dtype == torch.float64:
+    if dtype in (torch.float64, torch.complex128):  # complex: a real coefficient in the part type
         return torch.float64
-    if dtype.is_floating_point:
+    if dtype.is_floating_point or dtype.is_complex:
         return torch.float32
     return torch.int64
 
@@ -24,6 +24,8 @@ def _opmath(dtype):
 def _scalar_arg(v, dtype, name):
     if isinstance(v, torch.Tensor):
         v = v.item()
+    if isinstance(v, complex):
+        raise Unsupported(f"complex {name}")
     if not dtype.is_floating_point and not dtype.is_complex and isinstance(v, float) and v != int(v):
         raise RuntimeError(f"For integral input tensors, argument {name} must not be a floating point number.")
     return scalar(v, _opmath(dtype))
@@ -76,8 +78,8 @@ def dot(self, tensor):
 
 @register("aten::vdot", out="aten::vdot.out")
 def vdot(self, other):
-    if self.dtype.is_complex:
-        raise NotImplementedError("tpu: vdot of complex tensors")
+    if self.dtype.is_complex:  # conj(self) . other
+        return run("dot", [torch.conj_physical(self), other])[0]
     return run("vdot", [self, other])[0]
 
 

@@ -17,6 +17,9 @@ batch_first and PackedSequence inputs (run padded with a batch_sizes mask,
 then gathered back into packed order) are handled here.  A whole network,
 forward and backward, is a handful of ops whatever the sequence length.
 Second derivatives of a layer are not supported (once_differentiable).
+Under tracing (fake tensors: torch.compile with dynamo's allow_rnn, export)
+the call goes to PyTorch's Python decomposition of the op instead (dynamo
+does not trace RNN modules by default: they run as these eager kernels).
 
 Cells.  nn.LSTMCell / nn.GRUCell (aten::lstm_cell / gru_cell, composite)
 reach _thnn_fused_lstm_cell / _thnn_fused_gru_cell and their backward ops,
@@ -24,6 +27,7 @@ registered here with PyTorch's CUDA layouts.  RNN_TANH / RNN_RELU cells have
 no fused op (linear + tanh / relu).
 """
 import torch
+from torch._decomp import decomposition_table
 from torch.autograd.function import once_differentiable
 
 from .._dispatch import impl, register, run
@@ -242,11 +246,29 @@ def _rnn(mode, input, hx, params, has_biases, num_layers, dropout, train, bidire
     return output, hy
 
 
+def _traced(tensors):
+    """True when the call is being traced (fake or functional tensors:
+    torch.compile with allow_rnn, torch.export): the engine cannot run
+    them, PyTorch's own decomposition can."""
+    from torch._subclasses.fake_tensor import is_fake
+    return any(isinstance(t, torch.Tensor) and (is_fake(t) or torch._is_functional_tensor(t)) for t in tensors)
+
+
 def _register_layers(mode):
+    ops = {o: getattr(getattr(torch.ops.aten, mode), o) for o in ("input", "data")}
+
     def on_input(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
+        hxs = list(hx) if isinstance(hx, (list, tuple)) else [hx]
+        if _traced([input, *hxs, *params]):
+            return decomposition_table[ops["input"]](input, hx, params, has_biases, num_layers, dropout, train,
+                                                     bidirectional, batch_first)
         return _rnn(mode, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
 
     def on_data(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train, bidirectional):
+        hxs = list(hx) if isinstance(hx, (list, tuple)) else [hx]
+        if _traced([data, *hxs, *params]):
+            return decomposition_table[ops["data"]](data, batch_sizes, hx, params, has_biases, num_layers, dropout,
+                                                    train, bidirectional)
         return _rnn(mode, data, hx, params, has_biases, num_layers, dropout, train, bidirectional, False,
                     batch_sizes)
 

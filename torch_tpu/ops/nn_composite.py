@@ -1,0 +1,266 @@
+"""nn ops with no rule of their own, computed on the device from ops that
+have one (no host round trip):
+
+- 3-d average pooling (avg_pool3d, _adaptive_avg_pool3d): a box average is
+  separable, so it is a 2-d pool over (H, W) followed by a pool over D (the
+  2-d rules, D moved last), divisors included (count_include_pad, ceil_mode
+  and adaptive windows are per-dim, and their product is the 3-d divisor);
+- adaptive_max_pool3d: the same two passes with adaptive_max_pool2d; the
+  D pass picks, per output, the row whose (H, W) index is kept (ties: the
+  first in (d, h, w) order, NaN: the last, as the CPU loop);
+- max_pool3d_with_indices, multi_margin_loss: PyTorch's own
+  decompositions (torch._decomp) over device ops;
+- multilabel_margin_loss: the CPU kernel's sum written with gather /
+  scatter (PyTorch's decomposition does not match its CPU kernel);
+- native_group_norm_backward: PyTorch's decomposition;
+- _ctc_loss: the alpha recursion over the extended label sequence, one
+  log-sum-exp step per frame (lengths are host values, as on the CPU).
+
+The forward ops whose backward op has no rule are registered at the
+AutogradPrivateUse1 key: autograd records the device ops they are made of,
+so the gradient is the composition's, with no backward kernel needed.
+"""
+import torch
+from torch._decomp import decomposition_table
+
+from .._dispatch import register
+
+aten = torch.ops.aten
+_autograd_lib = torch.library.Library("aten", "IMPL")
+
+
+def _autograd(name, fn):
+    """fn at AutogradPrivateUse1 (differentiated through its device ops) and
+    at PrivateUse1 (reached without autograd: no_grad, inference_mode)."""
+    _autograd_lib.impl(name, fn, "AutogradPrivateUse1")
+    register(name)(fn)
+
+
+def _decomposed(op):
+    dec = decomposition_table[op]
+
+    def kernel(*args, **kwargs):
+        return dec(*args, **kwargs)
+
+    return kernel
+
+
+# ---- PyTorch's decompositions --------------------------------------------------------
+
+for _name, _op in [("max_pool3d_with_indices", aten.max_pool3d_with_indices.default),
+                   ("multi_margin_loss", aten.multi_margin_loss.default)]:
+    _autograd(_name, _decomposed(_op))
+
+register("native_group_norm_backward")(_decomposed(aten.native_group_norm_backward.default))
+
+
+# ---- 3-d average pooling as two 2-d pools ---------------------------------------------
+
+
+def _triple(v, name, default=None):
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    if not v and default is not None:
+        return list(default)
+    if len(v) == 1:
+        v = v * 3
+    if len(v) != 3:
+        raise RuntimeError(f"avg_pool3d: {name} must either be a single int, or a tuple of three ints")
+    return [int(x) for x in v]
+
+
+def _as_5d(x):
+    if x.dim() not in (4, 5):
+        raise RuntimeError(f"non-empty 4D or 5D (batch mode) tensor expected for input, but got {list(x.shape)}")
+    return (x.unsqueeze(0), True) if x.dim() == 4 else (x, False)
+
+
+def _hw_then_d(x, pool_hw, pool_d):
+    """pool_hw over the last two dims of [N, C, D, H, W], then pool_d over D
+    (as the last dim of a [N, C, OH*OW, D] view); returns [N, C, OD, OH, OW]."""
+    N, C, D, H, W = x.shape
+    y = pool_hw(x.reshape(N, C * D, H, W))
+    OH, OW = y.shape[-2:]
+    y = y.reshape(N, C, D, OH * OW).transpose(2, 3)
+    z = pool_d(y)
+    OD = z.shape[-1]
+    return z.transpose(2, 3).reshape(N, C, OD, OH, OW)
+
+
+def avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    k = _triple(kernel_size, "kernel_size")
+    s = _triple(stride, "stride", k)
+    p = _triple(padding, "padding")
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    x, unbatched = _as_5d(self)
+    F = torch.nn.functional
+    if divisor_override:  # sums (divisor 1 in both passes), then the override
+        y = _hw_then_d(x, lambda t: F.avg_pool2d(t, k[1:], s[1:], p[1:], ceil_mode, True, 1),
+                       lambda t: F.avg_pool2d(t, (1, k[0]), (1, s[0]), (0, p[0]), ceil_mode, True, 1))
+        y = y / divisor_override
+    else:
+        y = _hw_then_d(x, lambda t: F.avg_pool2d(t, k[1:], s[1:], p[1:], ceil_mode, count_include_pad),
+                       lambda t: F.avg_pool2d(t, (1, k[0]), (1, s[0]), (0, p[0]), ceil_mode, count_include_pad))
+    return y.squeeze(0) if unbatched else y
+
+
+def adaptive_avg_pool3d(self, output_size):
+    o = _triple(output_size, "output_size")
+    x, unbatched = _as_5d(self)
+    F = torch.nn.functional
+    y = _hw_then_d(x, lambda t: F.adaptive_avg_pool2d(t, o[1:]),
+                   lambda t: F.adaptive_avg_pool2d(t, (t.shape[-2], o[0])))
+    return y.squeeze(0) if unbatched else y
+
+
+_autograd("avg_pool3d", avg_pool3d)
+_autograd("_adaptive_avg_pool3d", adaptive_avg_pool3d)
+
+
+def adaptive_max_pool3d(self, output_size):
+    o = _triple(output_size, "output_size")
+    x, unbatched = _as_5d(self)
+    F = torch.nn.functional
+    N, C, D, H, W = x.shape
+    v1, i1 = F.adaptive_max_pool2d(x.reshape(N, C * D, H, W), o[1:], return_indices=True)
+    OH, OW = v1.shape[-2:]
+    v1 = v1.reshape(N, C, D, OH * OW).transpose(2, 3)
+    i1 = i1.reshape(N, C, D, OH * OW).transpose(2, 3)
+    v2, i2 = F.adaptive_max_pool2d(v1, (OH * OW, o[0]), return_indices=True)  # i2 = row * D + d
+    d = i2 % D
+    idx = d * (H * W) + torch.gather(i1, 3, d)
+    v = v2.transpose(2, 3).reshape(N, C, o[0], OH, OW)
+    idx = idx.transpose(2, 3).reshape(N, C, o[0], OH, OW)
+    return (v.squeeze(0), idx.squeeze(0)) if unbatched else (v, idx)
+
+
+_autograd("adaptive_max_pool3d", adaptive_max_pool3d)
+
+
+def multilabel_margin_loss_forward(self, target, reduction):
+    """(loss, is_target) as the CPU kernel: for each sample, the targets are
+    target[:k] (k = first -1), each counted once per occurrence, and the
+    loss is sum over targets j and non-targets i of
+    max(0, 1 - (x[y_j] - x[i])) / C."""
+    if self.dim() > 2 or target.shape != self.shape:
+        raise RuntimeError(f"multilabel_margin_loss: inconsistent target size: {list(target.shape)} for input of "
+                           f"size: {list(self.shape)}")
+    x, y = (self.unsqueeze(0), target.unsqueeze(0)) if self.dim() <= 1 else (self, target)
+    if x.dim() == 1:  # 0-d input
+        x, y = x.reshape(1, 1), y.reshape(1, 1)
+    N, C = x.shape
+    valid = (y == -1).to(torch.int64).cumsum(1) == 0
+    yc = torch.where(valid, y, torch.zeros_like(y))
+    is_target = torch.zeros(N, C, dtype=x.dtype, device=x.device).scatter_add(1, yc, valid.to(x.dtype)) > 0
+    xt = torch.gather(x, 1, yc)  # [N, C]: x[y_j]
+    m = (1 - (xt.unsqueeze(2) - x.unsqueeze(1))).clamp_min(0)  # [N, j, i]
+    m = m * valid.unsqueeze(2).to(x.dtype) * (~is_target).unsqueeze(1).to(x.dtype)
+    loss = m.sum((1, 2)) / C
+    is_target = is_target.to(x.dtype)
+    if self.dim() <= 1:
+        is_target = is_target.reshape(self.shape)
+        loss = loss.reshape(())
+    if reduction == 1:
+        loss = loss.mean()
+    elif reduction == 2:
+        loss = loss.sum()
+    return loss, is_target
+
+
+_autograd("multilabel_margin_loss_forward", multilabel_margin_loss_forward)
+
+
+# ---- CTC loss: the alpha recursion, one step per time frame ------------------------------
+
+
+def _lse(*xs):
+    """log(sum(exp(x))) over the given tensors, -inf when all are -inf, with
+    zero (not NaN) gradients there."""
+    m = xs[0]
+    for x in xs[1:]:
+        m = torch.maximum(m, x)
+    ninf = m == float("-inf")
+    m0 = torch.where(ninf, torch.zeros_like(m), m)
+    s = sum(torch.exp(x - m0) for x in xs)
+    zero = s == 0
+    s1 = torch.where(zero, torch.ones_like(s), s)
+    return torch.where(zero, torch.full_like(s, float("-inf")), m0 + torch.log(s1))
+
+
+def _host_ints(v):
+    return [int(x) for x in (v.tolist() if isinstance(v, torch.Tensor) else v)]
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """(neg_log_likelihood [N], log_alpha [N, T, 2 * max_target_length + 1])
+    as aten::_ctc_loss (log_probs [T, N, C]; targets padded [N, S] or
+    concatenated 1-d)."""
+    T, N, C = log_probs.shape
+    in_len, tg_len = _host_ints(input_lengths), _host_ints(target_lengths)
+    if len(in_len) != N or len(tg_len) != N:
+        raise RuntimeError(f"input_lengths must be of size batch_size ({N})")
+    smax = max(tg_len) if tg_len else 0
+    dev = log_probs.device
+    if targets.dim() == 1:  # concatenated: gather each sample's labels into a padded row
+        offs, o = [], 0
+        for n in range(N):
+            offs.append(o)
+            o += tg_len[n]
+        idx = [[offs[n] + min(s, max(tg_len[n] - 1, 0)) for s in range(smax)] for n in range(N)]
+        tg = targets[torch.tensor(idx, dtype=torch.int64).reshape(N, smax).to(dev)] if smax else \
+            targets.new_zeros(N, 0)
+    else:
+        tg = targets[:, :smax]
+    tg = tg.to(torch.int64)
+    L = 2 * smax + 1
+    ext = torch.full((N, L), blank, dtype=torch.int64, device=dev)
+    if smax:
+        ext[:, 1::2] = tg
+    lp = log_probs.gather(2, ext.unsqueeze(0).expand(T, N, L))  # [T, N, L]
+    ninf = torch.full((N, 1), float("-inf"), dtype=log_probs.dtype, device=dev)
+    # skip[n, s]: s - 2 -> s allowed (a label different from the one two back)
+    skip = torch.zeros(N, L, dtype=torch.bool, device=dev)
+    if L > 2:
+        skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    start = torch.full((N, L), float("-inf"), dtype=log_probs.dtype, device=dev)
+    init = torch.zeros(N, L, dtype=torch.bool)
+    init[:, 0] = True
+    for n in range(N):
+        if tg_len[n] > 0 and L > 1:
+            init[n, 1] = True
+    alpha = torch.where(init.to(dev), lp[0], start)
+    alphas = [alpha]
+    for t in range(1, T):
+        a1 = alpha
+        a2 = torch.cat([ninf, alpha[:, :-1]], 1)
+        a3 = torch.where(skip, torch.cat([ninf, ninf, alpha[:, :-2]], 1), torch.full_like(alpha, float("-inf"))) \
+            if L > 2 else torch.full_like(alpha, float("-inf"))
+        alpha = _lse(a1, a2, a3) + lp[t]
+        alphas.append(alpha)
+    la = torch.stack(alphas, 1)  # [N, T, L]
+    # the end: alpha[T_n - 1, L_n - 1] (+ alpha[T_n - 1, L_n - 2] when the target is not empty)
+    last = torch.tensor([[max(in_len[n] - 1, 0), 2 * tg_len[n]] for n in range(N)], dtype=torch.int64)
+    prev = torch.tensor([[max(in_len[n] - 1, 0), max(2 * tg_len[n] - 1, 0)] for n in range(N)], dtype=torch.int64)
+    rows = torch.arange(N).to(dev)
+    e1 = la[rows, last[:, 0].to(dev), last[:, 1].to(dev)]
+    e2 = la[rows, prev[:, 0].to(dev), prev[:, 1].to(dev)]
+    has = torch.tensor([tg_len[n] > 0 for n in range(N)]).to(dev)
+    e2 = torch.where(has, e2, torch.full_like(e2, float("-inf")))
+    nll = -_lse(e1, e2)
+    # PyTorch's CTC gradient with respect to log_probs is the true one plus
+    # exp(log_probs) * grad over the frames t < input_length (it is the
+    # gradient through a log_softmax it assumes); a zero-valued term gives
+    # the composition the same gradient
+    tmask = torch.tensor([[t < in_len[n] for n in range(N)] for t in range(T)], dtype=log_probs.dtype).to(dev)
+    e = log_probs.exp()
+    nll = nll + ((e - e.detach()) * tmask.unsqueeze(2)).sum((0, 2))
+    return nll, la
+
+
+def ctc_loss_tensor(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    return ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)
+
+
+_autograd("_ctc_loss", ctc_loss)
+_autograd("_ctc_loss.Tensor", ctc_loss_tensor)
