@@ -20,32 +20,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops/ops.h"
+#include "ops/toolkit.h"
 
 /* ---- helpers ------------------------------------------------------------- */
-
-static tpu_dtype_t la_acc(tpu_dtype_t dt) { return (dt == TPU_BF16 || dt == TPU_F16) ? TPU_F32 : dt; }
-
-static const char *la_torch_type(tpu_dtype_t dt) {
-  switch (dt) {
-    case TPU_F32: return "Float";
-    case TPU_F64: return "Double";
-    case TPU_F16: return "Half";
-    case TPU_BF16: return "BFloat16";
-    case TPU_S64: return "Long";
-    case TPU_S32: return "Int";
-    case TPU_S16: return "Short";
-    case TPU_S8: return "Char";
-    case TPU_U8: return "Byte";
-    case TPU_PRED: return "Bool";
-    default: return tpu_dtype_name(dt);
-  }
-}
 
 static int la_check_dtype(tpu_op_ctx_t *c, tpu_dtype_t dt) {
   if (dt == TPU_PRED || tpu_dtype_is_complex(dt) || dt == TPU_DTYPE_INVALID) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: \"%s\" not implemented for '%s'", c->name, c->name,
-                la_torch_type(dt));
+                tpu_dtype_scalar_type(dt));
     return 0;
   }
   return 1;
@@ -65,14 +47,8 @@ static int la_same_dtype(tpu_op_ctx_t *c, const tpu_hlo_type_t *a, const tpu_hlo
 static tpu_hlo_value_t la_dot(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t b, const tpu_hlo_dot_dims_t *dd) {
   const tpu_hlo_type_t *ta = tpu_hlo_type_of(c->f, a);
   if (!ta) return TPU_HLO_NONE;
-  tpu_dtype_t acc = la_acc(ta->dtype);
+  tpu_dtype_t acc = tpu_op_opmath(ta->dtype);
   return tpu_hlo_dot_general(c->f, a, b, dd, acc == ta->dtype ? TPU_DTYPE_INVALID : acc);
-}
-
-/* 0-d input i converted to dt and broadcast to `shape`. */
-static tpu_hlo_value_t la_scalar_in(tpu_op_ctx_t *c, int i, tpu_dtype_t dt, const tpu_hlo_type_t *shape) {
-  tpu_hlo_value_t s = tpu_hlo_cast(c->f, c->in[i], dt);
-  return tpu_hlo_broadcast_to(c->f, s, shape->rank, shape->dims);
 }
 
 /* out = beta * self + alpha * prod, with beta == 0 ignoring self.  prod is
@@ -93,8 +69,8 @@ static void la_finish_add(tpu_op_ctx_t *c, tpu_hlo_value_t prod, int is, int ib,
   }
   {
     tpu_hlo_value_t self = tpu_hlo_broadcast_to(f, tpu_hlo_cast(f, c->in[is], acc), pt.rank, pt.dims);
-    tpu_hlo_value_t beta = la_scalar_in(c, ib, acc, &pt);
-    tpu_hlo_value_t alpha = la_scalar_in(c, ia, acc, &pt);
+    tpu_hlo_value_t beta = tpu_op_scalar_as(c, c->in[ib], acc, &pt);
+    tpu_hlo_value_t alpha = tpu_op_scalar_as(c, c->in[ia], acc, &pt);
     tpu_hlo_value_t zero = tpu_hlo_constant(f, pt, 0.0);
     tpu_hlo_value_t bs = tpu_hlo_binary(f, "multiply", beta, self);
     bs = tpu_hlo_select(f, tpu_hlo_compare(f, "EQ", beta, zero), zero, bs);
@@ -262,7 +238,7 @@ static void rule_dot(tpu_op_ctx_t *c) {
   if (a->dtype != b->dtype) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT,
                 "%s: dot : expected both vectors to have same dtype, but found %s and %s", c->name,
-                la_torch_type(a->dtype), la_torch_type(b->dtype));
+                tpu_dtype_scalar_type(a->dtype), tpu_dtype_scalar_type(b->dtype));
     return;
   }
   if (!la_check_dtype(c, a->dtype)) return;
@@ -301,7 +277,7 @@ static void rule_outer(tpu_op_ctx_t *c) {
 static void rule_addr(tpu_op_ctx_t *c) {
   tpu_dtype_t dt = (tpu_dtype_t)tpu_op_int(c, 0);
   if (!la_check_dtype(c, dt)) return;
-  tpu_dtype_t acc = la_acc(dt);
+  tpu_dtype_t acc = tpu_op_opmath(dt);
   la_finish_add(c, la_outer(c, c->in[1], c->in[2], acc), 0, 3, 4, dt);
 }
 

@@ -29,7 +29,11 @@
  * never assumes it is alone in its function.
  *
  * Registry: every rules file exports a NULL-terminated table; ops.c lists the
- * tables.  tpu_op_rule_find() answers "can lower?" with one lookup.
+ * tables.  tpu_op_rule_find() answers "can lower?" with one hash lookup;
+ * tpu_op_rule_index() (hashed by the rule's address) is O(1) too.
+ *
+ * The helpers rule files share (dtype rules, emit shorthand, take / put
+ * along an axis, the shared elementwise formulas) are in toolkit.h.
  */
 #ifndef TPU_OPS_OPS_H_
 #define TPU_OPS_OPS_H_
@@ -79,7 +83,7 @@ int tpu_op_rule_index(const tpu_op_rule_t *rule);
 tpu_status_t tpu_op_lower(const tpu_op_rule_t *rule, tpu_hlo_func_t *f, const tpu_hlo_value_t *in,
                           int nin, const tpu_op_attrs_t *attrs, tpu_hlo_value_t *out, int *out_n);
 
-/* ---- helpers for rule authors ---------------------------------------------- */
+/* ---- the context's accessors (more helpers: toolkit.h) ----------------------- */
 /* Attr access with bounds checks (missing -> fails the rule, returns 0). */
 int64_t tpu_op_int(tpu_op_ctx_t *c, int i);
 double tpu_op_float(tpu_op_ctx_t *c, int i);
@@ -100,15 +104,23 @@ const char *tpu_op_shape_str(const tpu_hlo_type_t *t, char *buf, size_t n);
  * "Dimension out of range (expected to be in range of [-r, r-1], but got d)"). */
 int64_t tpu_op_dim(tpu_op_ctx_t *c, int64_t dim, int rank);
 
-/* Rule tables (one per file, each ends with a {NULL} entry). */
-extern const tpu_op_rule_t tpu_rules_core[];        /* core.c: views, copy, fill, convert */
-extern const tpu_op_rule_t tpu_rules_elementwise[]; /* elementwise.c: math, compare, where, activations */
-extern const tpu_op_rule_t tpu_rules_reduce[];      /* reduce.c: sum/mean/max/var/norm, softmax, cumsum, sort/topk */
-extern const tpu_op_rule_t tpu_rules_linalg[];      /* linalg.c: mm/bmm/addmm/baddbmm/dot */
-extern const tpu_op_rule_t tpu_rules_nn[];          /* nn.c: conv, pooling, norms, losses, embedding */
-extern const tpu_op_rule_t tpu_rules_index[];       /* index.c: gather/scatter/index/index_put/cat/tril */
-extern const tpu_op_rule_t tpu_rules_random[];      /* random.c: rng_bit_generator based sampling */
-extern const tpu_op_rule_t tpu_rules_optim[];       /* optim.c: fused optimizer steps */
-extern const tpu_op_rule_t tpu_rules_extra[];       /* extra.c: upsampling, padding modes, special functions ... */
+/* Rule tables (one per family file, each ends with a {NULL} entry). */
+extern const tpu_op_rule_t tpu_rules_core[];          /* core.c: view read/write, bitcast, identity */
+extern const tpu_op_rule_t tpu_rules_factory[];       /* factory.c: full, arange, eye, linspace */
+extern const tpu_op_rule_t tpu_rules_elementwise[];   /* elementwise.c: arithmetic, compare, select, convert */
+extern const tpu_op_rule_t tpu_rules_math[];          /* math.c: exp/log/trig, rounding, erf, gamma ... */
+extern const tpu_op_rule_t tpu_rules_activation[];    /* activation.c: relu, gelu, silu ... and backward */
+extern const tpu_op_rule_t tpu_rules_reduce[];        /* reduce.c: reductions, softmax, scans, sort/topk */
+extern const tpu_op_rule_t tpu_rules_linalg[];        /* linalg.c: mm/bmm/addmm/baddbmm/dot */
+extern const tpu_op_rule_t tpu_rules_convolution[];   /* convolution.c: convolution, im2col/col2im */
+extern const tpu_op_rule_t tpu_rules_pooling[];       /* pooling.c: max/avg/adaptive pools, unpool */
+extern const tpu_op_rule_t tpu_rules_normalization[]; /* normalization.c: batch norm, layer norm */
+extern const tpu_op_rule_t tpu_rules_embedding[];     /* embedding.c: embedding and its backward */
+extern const tpu_op_rule_t tpu_rules_loss[];          /* loss.c: nll, mse, smooth_l1, huber, bce */
+extern const tpu_op_rule_t tpu_rules_upsample[];      /* upsample.c: nearest/linear/cubic resampling */
+extern const tpu_op_rule_t tpu_rules_padding[];       /* padding.c: constant, reflection, replication */
+extern const tpu_op_rule_t tpu_rules_index[];         /* index.c: gather/scatter/index/index_put/cat/tril */
+extern const tpu_op_rule_t tpu_rules_random[];        /* random.c: rng_bit_generator based sampling */
+extern const tpu_op_rule_t tpu_rules_optim[];         /* optim.c: fused optimizer steps, AMP scaling */
 
 #endif /* TPU_OPS_OPS_H_ */
