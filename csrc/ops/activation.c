@@ -27,22 +27,11 @@ static V relu6_shift3(tpu_op_ctx_t *c, V x) { /* min(max(x + 3, 0), 6) */
 static V u_hardsigmoid(tpu_op_ctx_t *c, V x) { return DIV(c, relu6_shift3(c, x), K(c, x, 6.0)); }
 static V u_hardswish(tpu_op_ctx_t *c, V x) { return DIV(c, MUL(c, x, relu6_shift3(c, x)), K(c, x, 6.0)); }
 
-/* Shared body of the one-input rules:
- *   inputs: x;  ints: [dtype].  Result dtype = attr 0 (default: x's dtype). */
-typedef V (*unary_fn)(tpu_op_ctx_t *c, V x);
-static void unary_rule(tpu_op_ctx_t *c, unary_fn fn) {
-  tpu_dtype_t dt, ct;
-  V v[1];
-  if (!tpu_op_ew_start(c, 1, &dt, &ct, v)) return;
-  tpu_op_finish(c, fn(c, v[0]), dt);
-}
-#define UNARY_RULE(name) \
-  static void rule_##name(tpu_op_ctx_t *c) { unary_rule(c, u_##name); }
-UNARY_RULE(relu)
-UNARY_RULE(silu)
-UNARY_RULE(mish)
-UNARY_RULE(hardsigmoid)
-UNARY_RULE(hardswish)
+TPU_UNARY_RULE(relu)
+TPU_UNARY_RULE(silu)
+TPU_UNARY_RULE(mish)
+TPU_UNARY_RULE(hardsigmoid)
+TPU_UNARY_RULE(hardswish)
 
 /* leaky_relu: inputs (x, negative_slope); ints [dtype].  x > 0 ? x : x*slope. */
 static void rule_leaky_relu(tpu_op_ctx_t *c) {

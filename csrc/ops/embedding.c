@@ -26,18 +26,7 @@ static void rule_embedding(tpu_op_ctx_t *c) {
                 c->name, tpu_dtype_name(it.dtype));
     return;
   }
-  tpu_hlo_gather_dims_t gd;
-  memset(&gd, 0, sizeof gd);
-  gd.noffset = 1;
-  gd.offset_dims[0] = it.rank;
-  gd.ncollapsed = 1;
-  gd.collapsed_slice_dims[0] = 0;
-  gd.nstart_map = 1;
-  gd.start_index_map[0] = 0;
-  gd.index_vector_dim = it.rank;
-  gd.slice_sizes[0] = 1;
-  gd.slice_sizes[1] = wt.dims[1];
-  tpu_op_set_output(c, tpu_hlo_gather(c->f, c->in[0], c->in[1], &gd));
+  tpu_op_set_output(c, tpu_op_take(c, c->in[0], 0, c->in[1]));
 }
 
 /* embedding_dense_backward: inputs (grad [..., D], indices [...]); attrs
@@ -53,47 +42,23 @@ static void rule_embedding_dense_backward(tpu_op_ctx_t *c) {
   }
   int64_t D = gt.dims[gt.rank - 1], L = tpu_hlo_type_numel(&it);
   tpu_dtype_t acc = tpu_op_opmath(gt.dtype);
-  int64_t gd2[2] = {L, D}, id2[2] = {L, 1};
+  int64_t gd2[2] = {L, D};
   tpu_hlo_value_t g = tpu_hlo_reshape(f, tpu_hlo_cast(f, c->in[0], acc), 2, gd2);
-  tpu_hlo_value_t idx = tpu_hlo_reshape(f, tpu_hlo_cast(f, c->in[1], TPU_S64), 2, id2);
+  tpu_hlo_value_t idx = tpu_hlo_reshape(f, tpu_hlo_cast(f, c->in[1], TPU_S64), 1, &L);
   tpu_hlo_type_t g2t = tpu_hlo_type_make(acc, 2, gd2);
-  tpu_hlo_scatter_dims_t sd;
-  memset(&sd, 0, sizeof sd);
-  sd.nwindow = 1;
-  sd.update_window_dims[0] = 1;
-  sd.ninserted = 1;
-  sd.inserted_window_dims[0] = 0;
-  sd.nscatter_map = 1;
-  sd.scatter_dims_to_operand_dims[0] = 0;
-  sd.index_vector_dim = 1;
+  int64_t k0 = 0;
   if (pad >= 0) {
-    int64_t k0 = 0;
-    tpu_hlo_value_t i1 = tpu_hlo_reshape(f, idx, 1, &L);
-    tpu_hlo_value_t isp = tpu_hlo_compare(f, "EQ", i1, tpu_hlo_constant_i64(f, tpu_hlo_type_make(TPU_S64, 1, &L), pad));
+    tpu_hlo_value_t isp = tpu_hlo_compare(f, "EQ", idx, tpu_hlo_constant_i64(f, tpu_hlo_type_make(TPU_S64, 1, &L), pad));
     tpu_hlo_type_t pt = tpu_hlo_type_make(TPU_PRED, 2, gd2);
     g = tpu_hlo_select(f, tpu_hlo_broadcast_in_dim(f, isp, pt, &k0), tpu_hlo_constant(f, g2t, 0.0), g);
   }
-  if (scale) {
-    tpu_hlo_type_t vt = tpu_hlo_type_make(acc, 1, &V);
-    tpu_hlo_scatter_dims_t s1;
-    memset(&s1, 0, sizeof s1);
-    s1.ninserted = 1;
-    s1.nscatter_map = 1;
-    s1.index_vector_dim = 1;
-    tpu_hlo_value_t cnt = tpu_hlo_scatter(f, tpu_hlo_constant(f, vt, 0.0), idx,
-                                          tpu_hlo_constant(f, tpu_hlo_type_make(acc, 1, &L), 1.0), &s1, "add");
-    tpu_hlo_gather_dims_t gdm;
-    memset(&gdm, 0, sizeof gdm);
-    gdm.ncollapsed = 1;
-    gdm.nstart_map = 1;
-    gdm.index_vector_dim = 1;
-    gdm.slice_sizes[0] = 1;
-    tpu_hlo_value_t per = tpu_hlo_gather(f, cnt, idx, &gdm); /* [L] */
-    int64_t k0 = 0;
-    g = DIV(c, g, tpu_hlo_broadcast_in_dim(f, per, g2t, &k0));
+  if (scale) { /* divide by how often each index occurs */
+    tpu_hlo_value_t ones = tpu_hlo_constant(f, tpu_hlo_type_make(acc, 1, &L), 1.0);
+    tpu_hlo_value_t cnt = tpu_op_put(c, tpu_hlo_constant(f, tpu_hlo_type_make(acc, 1, &V), 0.0), 0, idx, ones, "add");
+    g = DIV(c, g, tpu_hlo_broadcast_in_dim(f, tpu_op_take(c, cnt, 0, idx), g2t, &k0));
   }
   int64_t od[2] = {V, D};
-  tpu_hlo_value_t r = tpu_hlo_scatter(f, tpu_hlo_constant(f, tpu_hlo_type_make(acc, 2, od), 0.0), idx, g, &sd, "add");
+  tpu_hlo_value_t r = tpu_op_put(c, tpu_hlo_constant(f, tpu_hlo_type_make(acc, 2, od), 0.0), 0, idx, g, "add");
   tpu_op_set_output(c, tpu_hlo_cast(f, r, gt.dtype));
 }
 

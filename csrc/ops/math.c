@@ -157,55 +157,44 @@ static V u_sign(tpu_op_ctx_t *c, V x) {
 }
 static V u_square(tpu_op_ctx_t *c, V x) { return MUL(c, x, x); }
 
-/* Shared body of the one-input rules:
- *   inputs: x;  ints: [dtype].  Result dtype = attr 0 (default: x's dtype). */
-typedef V (*unary_fn)(tpu_op_ctx_t *c, V x);
-static void unary_rule(tpu_op_ctx_t *c, unary_fn fn) {
-  tpu_dtype_t dt, ct;
-  V v[1];
-  if (!tpu_op_ew_start(c, 1, &dt, &ct, v)) return;
-  tpu_op_finish(c, fn(c, v[0]), dt);
-}
-#define UNARY_RULE(name) \
-  static void rule_##name(tpu_op_ctx_t *c) { unary_rule(c, u_##name); }
-UNARY_RULE(neg)
-UNARY_RULE(abs)
-UNARY_RULE(exp)
-UNARY_RULE(exp2)
-UNARY_RULE(expm1)
-UNARY_RULE(log)
-UNARY_RULE(log2)
-UNARY_RULE(log10)
-UNARY_RULE(log1p)
-UNARY_RULE(sqrt)
-UNARY_RULE(rsqrt)
-UNARY_RULE(reciprocal)
-UNARY_RULE(sigmoid)
-UNARY_RULE(tanh)
-UNARY_RULE(sin)
-UNARY_RULE(cos)
-UNARY_RULE(tan)
-UNARY_RULE(asin)
-UNARY_RULE(acos)
-UNARY_RULE(atan)
-UNARY_RULE(sinh)
-UNARY_RULE(cosh)
-UNARY_RULE(asinh)
-UNARY_RULE(acosh)
-UNARY_RULE(atanh)
-UNARY_RULE(floor)
-UNARY_RULE(ceil)
-UNARY_RULE(trunc)
-UNARY_RULE(frac)
-UNARY_RULE(sign)
-UNARY_RULE(square)
+TPU_UNARY_RULE(neg)
+TPU_UNARY_RULE(abs)
+TPU_UNARY_RULE(exp)
+TPU_UNARY_RULE(exp2)
+TPU_UNARY_RULE(expm1)
+TPU_UNARY_RULE(log)
+TPU_UNARY_RULE(log2)
+TPU_UNARY_RULE(log10)
+TPU_UNARY_RULE(log1p)
+TPU_UNARY_RULE(sqrt)
+TPU_UNARY_RULE(rsqrt)
+TPU_UNARY_RULE(reciprocal)
+TPU_UNARY_RULE(sigmoid)
+TPU_UNARY_RULE(tanh)
+TPU_UNARY_RULE(sin)
+TPU_UNARY_RULE(cos)
+TPU_UNARY_RULE(tan)
+TPU_UNARY_RULE(asin)
+TPU_UNARY_RULE(acos)
+TPU_UNARY_RULE(atan)
+TPU_UNARY_RULE(sinh)
+TPU_UNARY_RULE(cosh)
+TPU_UNARY_RULE(asinh)
+TPU_UNARY_RULE(acosh)
+TPU_UNARY_RULE(atanh)
+TPU_UNARY_RULE(floor)
+TPU_UNARY_RULE(ceil)
+TPU_UNARY_RULE(trunc)
+TPU_UNARY_RULE(frac)
+TPU_UNARY_RULE(sign)
+TPU_UNARY_RULE(square)
 
 static V u_erf(tpu_op_ctx_t *c, V x) { return tpu_ew_erf(c, x); }
 static V u_erfc(tpu_op_ctx_t *c, V x) { return tpu_ew_erfc(c, x); }
 static V u_erfinv(tpu_op_ctx_t *c, V x) { return erfinv_(c, x); }
-UNARY_RULE(erf)
-UNARY_RULE(erfc)
-UNARY_RULE(erfinv)
+TPU_UNARY_RULE(erf)
+TPU_UNARY_RULE(erfc)
+TPU_UNARY_RULE(erfinv)
 
 /* round: inputs x; ints [dtype, decimals=0].  Half to even; with decimals
  * as PyTorch: d > 0: rint(x * 10^d) / 10^d, d < 0: rint(x / 10^-d) * 10^-d. */
@@ -225,7 +214,7 @@ static void rule_round(tpu_op_ctx_t *c) {
 }
 
 /* sgn: same as sign for real dtypes. */
-static void rule_sgn(tpu_op_ctx_t *c) { unary_rule(c, u_sign); }
+static void rule_sgn(tpu_op_ctx_t *c) { tpu_op_unary_rule(c, u_sign); }
 
 /* signbit: inputs x; result bool (ints [dtype] optional, default bool). */
 static void rule_signbit(tpu_op_ctx_t *c) {

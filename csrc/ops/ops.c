@@ -13,7 +13,7 @@ static const tpu_op_rule_t *const tpu_rule_tables[] = {
     tpu_rules_activation,  tpu_rules_reduce,      tpu_rules_linalg,      tpu_rules_convolution,
     tpu_rules_pooling,     tpu_rules_normalization, tpu_rules_embedding, tpu_rules_loss,
     tpu_rules_upsample,    tpu_rules_padding,     tpu_rules_index,       tpu_rules_random,
-    tpu_rules_optim,
+    tpu_rules_optim,       tpu_rules_foreach,
 };
 
 #define TPU_RULE_MAX 1024

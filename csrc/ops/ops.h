@@ -122,5 +122,6 @@ extern const tpu_op_rule_t tpu_rules_padding[];       /* padding.c: constant, re
 extern const tpu_op_rule_t tpu_rules_index[];         /* index.c: gather/scatter/index/index_put/cat/tril */
 extern const tpu_op_rule_t tpu_rules_random[];        /* random.c: rng_bit_generator based sampling */
 extern const tpu_op_rule_t tpu_rules_optim[];         /* optim.c: fused optimizer steps, AMP scaling */
+extern const tpu_op_rule_t tpu_rules_foreach[];       /* foreach.c: several rule calls as one node */
 
 #endif /* TPU_OPS_OPS_H_ */

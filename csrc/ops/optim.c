@@ -1,6 +1,7 @@
 /* optim.c - multi-tensor optimizer rules: the fused Adam/AdamW and SGD steps
- * (torch._fused_adam_ / _fused_adamw_ / _fused_sgd_) and the generic
- * elementwise map over tensor lists behind every torch._foreach_* op.
+ * (torch._fused_adam_ / _fused_adamw_ / _fused_sgd_) and AMP gradient
+ * scaling.  (The torch._foreach_* ops run their per-tensor ops' rules
+ * through foreach.c.)
  *
  * One rule call updates a whole list (chunk) of tensors: N tensors in, N
  * out, one program.  Hyperparameters (lr, betas, eps, weight decay,
@@ -12,7 +13,7 @@
  * Python adapters (torch_tpu/ops/optim.py) cut longer lists into chunks.
  *
  * Numerics follow PyTorch's CPU kernels (aten/src/ATen/native/cpu/
- * FusedAdamKernel.cpp, FusedSGDKernel.cpp, the foreach slow paths):
+ * FusedAdamKernel.cpp, FusedSGDKernel.cpp):
  * per-step scalars (bias corrections, step size) are computed in the
  * "scalar dtype" attribute (float64 by default, as the CPU kernel's
  * doubles), then rounded to the element compute type; float16/bfloat16
@@ -243,250 +244,6 @@ static void rule_fused_sgd(tpu_op_ctx_t *c) {
   tpu_op_set_outputs(c, N * nout_per, outs);
 }
 
-/* ---- foreach: one elementwise map over tensor lists ---------------------------------
- * Rule "foreach".
- *   attrs: [op, n, k, count_1..count_k, (cdt_i, odt_i) for i in 0..n-1]
- *     op: one of FE_* below; k: operand groups after self; count_j: 1 (one
- *     value shared by every tensor: a Scalar, a 0-d tensor, alpha) or n
- *     (one per tensor: a List or a ScalarList entry); cdt_i/odt_i: compute
- *     and result dtype of tensor i.
- *   inputs: self[n], then each group's count_j inputs, in order.
- *   outputs: n tensors, result i = op(self[i], group values...) in cdt_i,
- *     broadcast to the common shape, converted to odt_i.
- * Operand groups by op:
- *   unary ops              k = 0
- *   ADD/SUB                (other) or (other, alpha): self +- alpha*other
- *   MUL/DIV/MAX/MIN/POW    (other)
- *   RPOW                   (base): base ** self
- *   ADDCMUL/ADDCDIV        (t1, t2, value): self + value*t1*t2, self + value*t1/t2
- *   LERP                   (end, weight): PyTorch's two-sided lerp formula
- */
-enum {
-  FE_IDENTITY = 0, FE_ZERO, FE_NEG, FE_SQRT, FE_RSQRT, FE_RECIPROCAL, FE_SIGN, FE_ABS, FE_EXP, FE_EXPM1,
-  FE_LOG, FE_LOG1P, FE_LOG2, FE_LOG10, FE_SIN, FE_COS, FE_TAN, FE_TANH, FE_SIGMOID, FE_FLOOR, FE_CEIL,
-  FE_ROUND, FE_TRUNC, FE_FRAC, FE_ERF, FE_ERFC, FE_LGAMMA, FE_ASIN, FE_ACOS, FE_ATAN, FE_SINH, FE_COSH,
-  FE_UNARY_END,
-  FE_ADD = 32, FE_SUB, FE_MUL, FE_DIV, FE_MAXIMUM, FE_MINIMUM, FE_POW, FE_RPOW,
-  FE_BINARY_END,
-  FE_ADDCMUL = 64, FE_ADDCDIV, FE_LERP,
-  FE_TERNARY_END,
-};
-
-static const char *const fe_unary_hlo[FE_UNARY_END] = {
-    [FE_NEG] = "negate", [FE_SQRT] = "sqrt", [FE_RSQRT] = "rsqrt", [FE_ABS] = "abs",
-    [FE_EXP] = "exponential", [FE_EXPM1] = "exponential_minus_one", [FE_LOG] = "log",
-    [FE_LOG1P] = "log_plus_one", [FE_SIN] = "sine", [FE_COS] = "cosine", [FE_TAN] = "tan",
-    [FE_TANH] = "tanh", [FE_SIGMOID] = "logistic", [FE_FLOOR] = "floor", [FE_CEIL] = "ceil",
-    [FE_ROUND] = "round_nearest_even", [FE_ERF] = "chlo.erf", [FE_ERFC] = "chlo.erfc",
-    [FE_LGAMMA] = "chlo.lgamma", [FE_ASIN] = "chlo.asin", [FE_ACOS] = "chlo.acos", [FE_ATAN] = "chlo.atan",
-    [FE_SINH] = "chlo.sinh", [FE_COSH] = "chlo.cosh",
-};
-
-static int fe_groups(int64_t op) {
-  if (op >= 0 && op < FE_UNARY_END) return 0;
-  if (op == FE_ADD || op == FE_SUB) return -2; /* 1 or 2 */
-  if (op > FE_SUB && op < FE_BINARY_END) return 1;
-  if (op == FE_ADDCMUL || op == FE_ADDCDIV) return 3;
-  if (op == FE_LERP) return 2;
-  return -1;
-}
-
-static tpu_hlo_value_t fe_unary(tpu_op_ctx_t *c, int op, tpu_hlo_value_t x, tpu_dtype_t cdt, const tpu_hlo_type_t *t) {
-  tpu_hlo_func_t *f = c->f;
-  switch (op) {
-    case FE_IDENTITY: return x;
-    case FE_ZERO: return tpu_op_splat(c, cdt, t, 0.0);
-    case FE_RECIPROCAL: return DIV(c, tpu_op_splat(c, cdt, t, 1.0), x);
-    case FE_SIGN: { /* (x > 0) - (x < 0): NaN -> 0, as PyTorch */
-      if (cdt == TPU_PRED) return x;
-      tpu_hlo_value_t z = tpu_op_splat(c, cdt, t, 0.0);
-      tpu_hlo_value_t r = tpu_hlo_select(f, tpu_hlo_compare(f, "LT", x, z), tpu_op_splat(c, cdt, t, -1.0), z);
-      return tpu_hlo_select(f, tpu_hlo_compare(f, "GT", x, z), tpu_op_splat(c, cdt, t, 1.0), r);
-    }
-    case FE_ABS:
-    case FE_NEG:
-      if (!tpu_dtype_is_float(cdt) && !tpu_dtype_is_signed(cdt) && op == FE_ABS) return x;
-      return tpu_hlo_unary(f, fe_unary_hlo[op], x);
-    case FE_LOG2: return DIV(c, tpu_hlo_unary(f, "log", x), tpu_op_splat(c, cdt, t, M_LN2));
-    case FE_LOG10: return DIV(c, tpu_hlo_unary(f, "log", x), tpu_op_splat(c, cdt, t, M_LN10));
-    case FE_TRUNC:
-    case FE_FRAC: {
-      if (!tpu_dtype_is_float(cdt)) return op == FE_TRUNC ? x : tpu_op_splat(c, cdt, t, 0.0);
-      tpu_hlo_value_t tr = tpu_hlo_select(f, tpu_hlo_compare(f, "LT", x, tpu_op_splat(c, cdt, t, 0.0)),
-                                          tpu_hlo_unary(f, "ceil", x), tpu_hlo_unary(f, "floor", x));
-      return op == FE_TRUNC ? tr : SUB(c, x, tr);
-    }
-    case FE_FLOOR:
-    case FE_CEIL:
-    case FE_ROUND:
-      if (!tpu_dtype_is_float(cdt)) return x;
-      return tpu_hlo_unary(f, fe_unary_hlo[op], x);
-    default:
-      if (op > 0 && op < FE_UNARY_END && fe_unary_hlo[op]) return tpu_hlo_unary(f, fe_unary_hlo[op], x);
-      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: unknown unary op %d", c->name, op);
-      return TPU_HLO_NONE;
-  }
-}
-
-static void rule_foreach(tpu_op_ctx_t *c) {
-  tpu_hlo_func_t *f = c->f;
-  int64_t op = tpu_op_int(c, 0), n = tpu_op_int(c, 1), k = tpu_op_int(c, 2);
-  if (tpu_hlo_func_status(f)) return;
-  int want = fe_groups(op);
-  if (want == -1 || k < 0 || k > 3 || (want == -2 ? (k != 1 && k != 2) : k != want)) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: op %lld takes other operand groups, got %lld", c->name, (long long)op,
-                (long long)k);
-    return;
-  }
-  if (n <= 0 || n > TPU_OP_MAX_OUTPUTS || tpu_op_nints(c) != 3 + k + 2 * n) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: bad list length %lld (%d attrs)", c->name, (long long)n,
-                tpu_op_nints(c));
-    return;
-  }
-  int N = (int)n, K = (int)k;
-  int base[4], count[4];
-  int at = N;
-  for (int j = 0; j < K; j++) {
-    count[j] = (int)tpu_op_int(c, 3 + j);
-    if (count[j] != 1 && count[j] != N) {
-      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: group %d has %d values; 1 or %d expected", c->name, j, count[j], N);
-      return;
-    }
-    base[j] = at;
-    at += count[j];
-  }
-  if (at != c->nin) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: expected %d inputs, got %d", c->name, at, c->nin);
-    return;
-  }
-  tpu_hlo_value_t outs[TPU_OP_MAX_OUTPUTS];
-  for (int i = 0; i < N; i++) {
-    int64_t cc = tpu_op_int(c, 3 + K + 2 * i), oc = tpu_op_int(c, 4 + K + 2 * i);
-    if (!tpu_dtype_valid((int)cc) || !tpu_dtype_valid((int)oc) || cc == TPU_DTYPE_INVALID || oc == TPU_DTYPE_INVALID) {
-      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: bad dtypes %lld/%lld for tensor %d", c->name, (long long)cc,
-                  (long long)oc, i);
-      return;
-    }
-    tpu_dtype_t cdt = (tpu_dtype_t)cc, odt = (tpu_dtype_t)oc;
-    tpu_hlo_value_t vals[4];
-    vals[0] = c->in[i];
-    for (int j = 0; j < K; j++) vals[j + 1] = c->in[base[j] + (count[j] == 1 ? 0 : i)];
-    int64_t dims[TPU_MAX_RANK];
-    /* alpha / value / weight groups never widen the shape, but others may */
-    int rank = tpu_op_broadcast_shape(c, vals, 1 + K, dims);
-    if (rank < 0) return;
-    tpu_hlo_type_t t = tpu_hlo_type_make(cdt, rank, dims);
-    tpu_hlo_value_t x[4];
-    for (int j = 0; j <= K; j++) x[j] = tpu_op_scalar_as(c, vals[j], cdt, &t);
-    tpu_hlo_value_t r = TPU_HLO_NONE;
-    switch (op) {
-      case FE_ADD:
-      case FE_SUB: {
-        tpu_hlo_value_t o = K == 2 ? MUL(c, x[2], x[1]) : x[1];
-        if (cdt == TPU_PRED) r = tpu_hlo_binary(c->f, op == FE_ADD ? "or" : "xor", x[0], o);
-        else r = tpu_hlo_binary(c->f, op == FE_ADD ? "add" : "subtract", x[0], o);
-        break;
-      }
-      case FE_MUL: r = tpu_hlo_binary(c->f, cdt == TPU_PRED ? "and" : "multiply", x[0], x[1]); break;
-      case FE_DIV: r = DIV(c, x[0], x[1]); break;
-      case FE_MAXIMUM: r = tpu_hlo_binary(c->f, cdt == TPU_PRED ? "or" : "maximum", x[0], x[1]); break;
-      case FE_MINIMUM: r = tpu_hlo_binary(c->f, cdt == TPU_PRED ? "and" : "minimum", x[0], x[1]); break;
-      case FE_POW: r = POW(c, x[0], x[1]); break;
-      case FE_RPOW: r = POW(c, x[1], x[0]); break;
-      case FE_ADDCMUL: r = ADD(c, x[0], MUL(c, MUL(c, x[3], x[1]), x[2])); break;
-      case FE_ADDCDIV: r = ADD(c, x[0], DIV(c, MUL(c, x[3], x[1]), x[2])); break;
-      case FE_LERP: {
-        /* weight < 0.5 ? self + weight*(end-self) : end - (end-self)*(1-weight) */
-        tpu_hlo_value_t d = SUB(c, x[1], x[0]);
-        tpu_hlo_value_t lo = ADD(c, x[0], MUL(c, x[2], d));
-        tpu_hlo_value_t hi =
-            SUB(c, x[1], MUL(c, d, SUB(c, tpu_op_splat(c, cdt, &t, 1.0), x[2])));
-        tpu_hlo_value_t small = tpu_hlo_compare(f, "LT", tpu_hlo_unary(f, "abs", x[2]), tpu_op_splat(c, cdt, &t, 0.5));
-        r = tpu_hlo_select(f, small, lo, hi);
-        break;
-      }
-      default: r = fe_unary(c, (int)op, x[0], cdt, &t); break;
-    }
-    outs[i] = tpu_hlo_cast(f, r, odt);
-  }
-  tpu_op_set_outputs(c, N, outs);
-}
-
-/* ---- foreach reductions -------------------------------------------------------------
- * Rule "foreach_norm".
- *   attrs: [kind, n, out_dtype], floats: [p] (kind NORM_P/POWSUM only)
- *     kind: 0 count of nonzeros (ord 0), 1 sum|x|, 2 sqrt(sum x^2),
- *           3 max|x| (inf), 4 min|x| (-inf), 5 (sum|x|^p)^(1/p),
- *           6 max x (_foreach_max), 7 sum|x|^p (powsum, no root)
- *   inputs: n tensors; outputs: n 0-d tensors of out_dtype, computed in
- *   opmath of the input (float16/bfloat16 accumulate in float32).
- */
-enum { FN_ZERO = 0, FN_ONE, FN_TWO, FN_INF, FN_NEGINF, FN_P, FN_MAX, FN_POWSUM };
-
-static void rule_foreach_norm(tpu_op_ctx_t *c) {
-  tpu_hlo_func_t *f = c->f;
-  int64_t kind = tpu_op_int(c, 0), n = tpu_op_int(c, 1), oc = tpu_op_int(c, 2);
-  if (tpu_hlo_func_status(f)) return;
-  if (kind < FN_ZERO || kind > FN_POWSUM || n <= 0 || n > TPU_OP_MAX_OUTPUTS || n != c->nin ||
-      !tpu_dtype_valid((int)oc) || oc == TPU_DTYPE_INVALID) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: bad attributes (kind %lld, n %lld, dtype %lld, %d inputs)", c->name,
-                (long long)kind, (long long)n, (long long)oc, c->nin);
-    return;
-  }
-  double p = (kind == FN_P || kind == FN_POWSUM) ? tpu_op_float(c, 0) : 0.0;
-  tpu_hlo_value_t outs[TPU_OP_MAX_OUTPUTS];
-  for (int i = 0; i < (int)n; i++) {
-    tpu_hlo_type_t it = *tpu_op_in_type(c, i);
-    /* norms compute in opmath of the result dtype (vector_norm converts its
-     * input to `dtype` first); max keeps the input type */
-    tpu_dtype_t cdt = kind == FN_MAX ? it.dtype : tpu_op_opmath((tpu_dtype_t)oc);
-    if (kind == FN_MAX && tpu_hlo_type_numel(&it) == 0) {
-      tpu_op_fail(c, TPU_INVALID_ARGUMENT,
-                  "%s: max(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction "
-                  "dim with the 'dim' argument.", c->name);
-      return;
-    }
-    if (kind == FN_NEGINF && tpu_hlo_type_numel(&it) == 0) {
-      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: linalg.vector_norm cannot compute the -inf norm on an empty tensor "
-                  "because the operation does not have an identity", c->name);
-      return;
-    }
-    tpu_hlo_value_t x = tpu_hlo_cast(f, c->in[i], cdt);
-    int64_t dims[TPU_MAX_RANK];
-    for (int d = 0; d < it.rank; d++) dims[d] = d;
-    tpu_hlo_type_t t = tpu_hlo_type_make(cdt, it.rank, it.dims);
-    if (kind != FN_MAX) x = tpu_hlo_unary(f, "abs", x);
-    tpu_hlo_value_t r;
-    switch (kind) {
-      case FN_ZERO:
-        x = tpu_hlo_convert(f, tpu_hlo_compare(f, "NE", x, tpu_op_splat(c, cdt, &t, 0.0)), cdt);
-        r = tpu_hlo_reduce(f, x, tpu_hlo_scalar(f, cdt, 0.0), dims, it.rank, "add");
-        break;
-      case FN_ONE: r = tpu_hlo_reduce(f, x, tpu_hlo_scalar(f, cdt, 0.0), dims, it.rank, "add"); break;
-      case FN_TWO:
-        r = tpu_hlo_unary(f, "sqrt",
-                          tpu_hlo_reduce(f, MUL(c, x, x), tpu_hlo_scalar(f, cdt, 0.0), dims, it.rank, "add"));
-        break;
-      case FN_INF: r = tpu_hlo_reduce(f, x, tpu_hlo_scalar(f, cdt, 0.0), dims, it.rank, "maximum"); break;
-      case FN_NEGINF: r = tpu_hlo_reduce(f, x, tpu_hlo_scalar(f, cdt, INFINITY), dims, it.rank, "minimum"); break;
-      case FN_MAX: {
-        double lo = tpu_dtype_is_float(cdt) ? -INFINITY
-                    : tpu_dtype_is_signed(cdt) ? -ldexp(1.0, 8 * (int)tpu_dtype_size(cdt) - 1) : 0.0;
-        r = tpu_hlo_reduce(f, x, tpu_hlo_scalar(f, cdt, lo), dims, it.rank, "maximum");
-        break;
-      }
-      default: {
-        tpu_hlo_value_t s = tpu_hlo_reduce(f, POW(c, x, tpu_op_splat(c, cdt, &t, p)), tpu_hlo_scalar(f, cdt, 0.0),
-                                           dims, it.rank, "add");
-        r = kind == FN_POWSUM ? s : POW(c, s, tpu_hlo_scalar(f, cdt, 1.0 / p));
-        break;
-      }
-    }
-    outs[i] = tpu_hlo_cast(f, r, (tpu_dtype_t)oc);
-  }
-  tpu_op_set_outputs(c, (int)n, outs);
-}
-
 /* ---- AMP gradient scaling ----------------------------------------------------------
  * Rule "amp_unscale" (torch._amp_foreach_non_finite_check_and_unscale_).
  *   attrs: [n]
@@ -575,8 +332,6 @@ static void rule_amp_update_scale(tpu_op_ctx_t *c) {
 const tpu_op_rule_t tpu_rules_optim[] = {
     {"fused_adam", rule_fused_adam, 8, -1},
     {"fused_sgd", rule_fused_sgd, 6, -1},
-    {"foreach", rule_foreach, 1, -1},
-    {"foreach_norm", rule_foreach_norm, 1, -1},
     {"amp_unscale", rule_amp_unscale, 3, -1},
     {"amp_update_scale", rule_amp_update_scale, 6, 6},
     {NULL, NULL, 0, 0},

@@ -123,6 +123,13 @@ int tpu_op_ew_start(tpu_op_ctx_t *c, int ntensor, tpu_dtype_t *dt, tpu_dtype_t *
 
 void tpu_op_finish(tpu_op_ctx_t *c, V r, tpu_dtype_t dt) { tpu_op_set_output(c, tpu_hlo_cast(c->f, r, dt)); }
 
+void tpu_op_unary_rule(tpu_op_ctx_t *c, tpu_op_formula_fn fn) {
+  tpu_dtype_t dt, ct;
+  V v[1];
+  if (!tpu_op_ew_start(c, 1, &dt, &ct, v)) return;
+  tpu_op_finish(c, fn(c, v[0]), dt);
+}
+
 /* ---- one-element inputs ----------------------------------------------------------- */
 
 int tpu_op_check_scalar(tpu_op_ctx_t *c, int i, const char *what) {

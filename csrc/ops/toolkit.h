@@ -117,6 +117,13 @@ int tpu_op_load(tpu_op_ctx_t *c, int ntensor, tpu_dtype_t dt, tpu_dtype_t ct, tp
 int tpu_op_ew_start(tpu_op_ctx_t *c, int ntensor, tpu_dtype_t *dt, tpu_dtype_t *ct, tpu_hlo_value_t *v);
 /* The result r (in its compute type) rounded to dt and set as the output. */
 void tpu_op_finish(tpu_op_ctx_t *c, tpu_hlo_value_t r, tpu_dtype_t dt);
+/* The whole of a one-input rule (inputs: x; ints: [dtype]): start, fn on x
+ * in the compute type, finish.  TPU_UNARY_RULE(name) defines rule_<name>
+ * from a formula u_<name>. */
+typedef tpu_hlo_value_t (*tpu_op_formula_fn)(tpu_op_ctx_t *c, tpu_hlo_value_t x);
+void tpu_op_unary_rule(tpu_op_ctx_t *c, tpu_op_formula_fn fn);
+#define TPU_UNARY_RULE(name) \
+  static void rule_##name(tpu_op_ctx_t *c) { tpu_op_unary_rule(c, u_##name); }
 
 /* ---- one-element inputs ------------------------------------------------------------ */
 /* Fails unless input i holds one real number (0-d or [1]). */

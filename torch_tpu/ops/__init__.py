@@ -6,7 +6,8 @@ reported, not hidden)."""
 import importlib
 import warnings
 
-_FAMILIES = ["core", "random", "elementwise", "reduce", "linalg", "nn", "index", "optim", "extra"]
+_FAMILIES = ["core", "factory", "random", "elementwise", "math", "activation", "reduce", "linalg", "convolution",
+             "pooling", "normalization", "embedding", "loss", "upsample", "padding", "index", "optim", "foreach"]
 loaded = []
 failed = {}
 

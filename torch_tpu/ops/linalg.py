@@ -8,30 +8,22 @@ change).
 """
 import torch
 
-from .._dispatch import register, run, scalar, dtype_code
-
-
-def _opmath(dtype):
-    # the type PyTorch computes alpha/beta in: double for double, float for
-    # the other floating types, long for integers
-    if dtype == torch.float64:
-        return torch.float64
-    if dtype.is_floating_point:
-        return torch.float32
-    return torch.int64
+from .._dispatch import Call, coef, register, run
+from .._dtypes import dtype_code
 
 
 def _scalar_arg(v, dtype, name):
+    """beta / alpha as a runtime input in the type PyTorch computes them in."""
     if isinstance(v, torch.Tensor):
         v = v.item()
     if not dtype.is_floating_point and not dtype.is_complex and isinstance(v, float) and v != int(v):
         raise RuntimeError(f"For integral input tensors, argument {name} must not be a floating point number.")
-    return scalar(v, _opmath(dtype))
+    return coef(v, dtype)
 
 
 @register("aten::mm", out="aten::mm.out")
 def mm(self, mat2):
-    return run("mm", [self, mat2])[0]
+    return Call("mm", [self, mat2])
 
 
 @register("aten::bmm", out="aten::bmm.out")
