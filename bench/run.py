@@ -20,8 +20,18 @@ taken in the same process, one after the other):
                cold disk cache (new TORCH_TPU_CACHE_DIR) vs warm (same dir)
   memory       small GPT training loop: peak RSS, current RSS and
                torch.tpu.cache_stats()["live_buffers"] at steps 100 and 300
+  import       `python -c "import torch"` with torch_tpu installed (autoload)
+               vs TORCH_DEVICE_BACKEND_AUTOLOAD=0: wall time and peak RSS,
+               alternating runs, medians
+  transfer     host -> device GB/s for 64 MiB: pageable vs pinned memory
+               (`.to("tpu", non_blocking=True)` + synchronize), beside a CPU
+               copy of the same bytes (clone) as the host's own bandwidth
   pjrt         build/bench_pjrt (the C engine's PJRT benchmark) if present;
                its JSON (bench/pjrt_results.json) is folded in
+  hf           Hugging Face (bench/hf.py): SmolLM2-135M generate tokens/s,
+               batch 1 and 8, PyTorch CPU eager and Inductor vs tpu fused and
+               compiled; all-MiniLM-L6-v2 sentences/s (needs the hf extra and
+               the weight packages)
 Each section runs in its own subprocess with a time limit: a missing op, an
 exception or a crash is recorded as the figure's "error" and the harness
 goes on. Ops that ran on the CPU through torch_tpu's fallback during a tpu
@@ -43,9 +53,10 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 QUICK = os.environ.get("TORCH_TPU_BENCH_QUICK", "") not in ("", "0")
 
-SECTIONS = ["op_latency", "chain", "chain_arith", "train", "startup", "memory", "pjrt"]
+SECTIONS = ["op_latency", "chain", "chain_arith", "train", "startup", "memory", "import", "transfer", "pjrt", "hf"]
 # seconds each section may take before it is killed (full mode; quick: /2)
-LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "startup": 300, "memory": 240, "pjrt": 180}
+LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "startup": 300, "memory": 240,
+          "import": 240, "transfer": 180, "pjrt": 180, "hf": 1500}
 
 
 def median(xs):
@@ -483,6 +494,81 @@ def sec_memory():
     return out
 
 
+IMPORT_CHILD = r"""
+import resource, time
+t0 = time.perf_counter()
+import torch
+t1 = time.perf_counter()
+print("IMPORT", t1 - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def sec_import():
+    reps = 4 if QUICK else 10
+    out = {"params": {"repeats": reps, "what": "import torch: in-process seconds and peak RSS (MiB), "
+                                                "torch_tpu autoloaded vs TORCH_DEVICE_BACKEND_AUTOLOAD=0"}}
+    runs = {"with_torch_tpu": [], "without": []}
+    for _ in range(reps):
+        for name, extra in (("with_torch_tpu", {}), ("without", {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})):
+            env = dict(os.environ, **extra)
+            t0 = time.perf_counter()
+            r = subprocess.run([sys.executable, "-c", IMPORT_CHILD], env=env, capture_output=True, text=True,
+                               timeout=60, cwd="/")
+            wall = time.perf_counter() - t0
+            line = next((ln for ln in r.stdout.splitlines() if ln.startswith("IMPORT ")), None)
+            if r.returncode or not line:
+                raise RuntimeError(f"import child failed: {r.stderr.strip()[-200:]}")
+            _, t_imp, rss = line.split()
+            runs[name].append((float(t_imp), wall, float(rss)))
+    for name, rs in runs.items():
+        out[name] = {"import_s": median([r[0] for r in rs]), "process_s": median([r[1] for r in rs]),
+                     "peak_rss_mib": median([r[2] for r in rs]), "runs_import_s": [round(r[0], 3) for r in rs]}
+    w, wo = out["with_torch_tpu"], out["without"]
+    out["import_time_overhead_pct"] = 100.0 * (w["import_s"] / wo["import_s"] - 1)
+    out["process_time_overhead_pct"] = 100.0 * (w["process_s"] / wo["process_s"] - 1)
+    out["rss_overhead_mib"] = w["peak_rss_mib"] - wo["peak_rss_mib"]
+    return out
+
+
+def sec_transfer():
+    torch = _torch()
+    reps = 5 if QUICK else 15
+    nbytes = 64 << 20
+    out = {"params": {"bytes": nbytes, "repeats": reps}}
+    src = torch.randn(nbytes // 4)
+    pinned = src.pin_memory()
+    torch.ones(1, device="tpu").cpu()
+
+    def gbps(fn):
+        fn()
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        t = median(ts)
+        return {"GBps": nbytes / t / 1e9, "ms": t * 1e3}
+
+    def up(t):
+        def f():
+            y = t.to("tpu", non_blocking=True)
+            torch.tpu.synchronize()
+            return y
+        return f
+
+    _measure(out, "cpu_clone", lambda: gbps(lambda: src.clone()))
+    _measure(out, "pageable", lambda: gbps(up(src)))
+    _measure(out, "pinned", lambda: gbps(up(pinned)))
+    y = pinned.to("tpu", non_blocking=True)
+    torch.tpu.synchronize()
+    out["pinned_copy_correct"] = bool(torch.equal(y.cpu(), src))
+    try:
+        out["pinned_vs_pageable"] = out["pinned"]["GBps"] / out["pageable"]["GBps"]
+    except (KeyError, TypeError, ZeroDivisionError):
+        pass
+    return out
+
+
 def sec_pjrt():
     exe = os.path.join(REPO, "build", "bench_pjrt")
     src = os.path.join(REPO, "bench", "c", "bench_pjrt.c")
@@ -512,8 +598,15 @@ def sec_pjrt():
     return out
 
 
-FUNCS = {"op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "startup": sec_startup,
-         "memory": sec_memory, "pjrt": sec_pjrt}
+def sec_hf():
+    torch = _torch()
+    sys.path.insert(0, BENCH)
+    import hf
+    return hf.sec_hf(torch, _measure, QUICK)
+
+
+FUNCS = {"hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "startup": sec_startup,
+         "memory": sec_memory, "import": sec_import, "transfer": sec_transfer, "pjrt": sec_pjrt}
 
 
 # ---- the parent: one subprocess per section, the report ----------------------------
@@ -676,6 +769,25 @@ def markdown(results):
     for k in ("strict", "fused"):
         err_note(f"memory/{k}", me.get(k))
 
+    im = R.get("import", {})
+    if im.get("error"):
+        notes.append(f"- import: {im['error']}")
+    if "with_torch_tpu" in im:
+        rows.append(["`import torch` (s), torch_tpu autoloaded vs not", _cell(im.get("without"), "import_s", "{:.3f}"),
+                     _cell(im.get("with_torch_tpu"), "import_s", "{:.3f}"), "",
+                     f"{im.get('import_time_overhead_pct', float('nan')):+.1f}% time, "
+                     f"{im.get('rss_overhead_mib', float('nan')):+.1f} MiB peak RSS"])
+    tf = R.get("transfer", {})
+    if tf.get("error"):
+        notes.append(f"- transfer: {tf['error']}")
+    if "pageable" in tf:
+        rows.append(["host -> device 64 MiB (GB/s): pageable / pinned", _cell(tf.get("cpu_clone"), "GBps", "{:.2f}") +
+                     " (CPU clone)", _cell(tf.get("pageable"), "GBps", "{:.2f}") + " / " +
+                     _cell(tf.get("pinned"), "GBps", "{:.2f}"), "",
+                     f"pinned {tf.get('pinned_vs_pageable', float('nan')):.2f}x pageable"])
+        for k in ("cpu_clone", "pageable", "pinned"):
+            err_note(f"transfer/{k}", tf.get(k))
+
     pj = R.get("pjrt", {})
     if "error" in pj:
         notes.append(f"- pjrt: {pj['error']}")
@@ -692,6 +804,17 @@ def markdown(results):
             if v is not None:
                 cells.append(f"{label} {v:.3g} {unit}")
         rows.append(["C engine (build/bench_pjrt), medians", "", "; ".join(cells), "", ""])
+
+    hfr = R.get("hf", {})
+    if hfr:
+        sys.path.insert(0, BENCH)
+        import hf
+        if hfr.get("error"):
+            notes.append(f"- hf: {hfr['error']}")
+        rows.extend(hf.markdown_rows(hfr, _cell))
+        for group in ("smollm2_b1", "smollm2_b8", "minilm"):
+            for k, v in (hfr.get(group) or {}).items():
+                err_note(f"hf/{group}/{k}", v)
 
     head = ["figure", "PyTorch CPU", "tpu strict", "tpu fused", "notes"]
     lines = [f"# torch_tpu benchmarks ({'quick' if results['meta']['quick'] else 'full'} mode)", "",

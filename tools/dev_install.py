@@ -14,7 +14,8 @@ with open(os.path.join(info, "METADATA"), "w") as f:
     f.write("Metadata-Version: 2.1\nName: torch_tpu\nVersion: 0.1.0\n")
 with open(os.path.join(info, "entry_points.txt"), "w") as f:
     f.write("[torch.backends]\ntorch_tpu = torch_tpu:_autoload\n\n"
-            "[torch_dynamo_backends]\ntpu = torch_tpu._compile:backend\n")
+            "[torch_dynamo_backends]\ntpu = torch_tpu._compile:backend\n\n"
+            "[vllm.platform_plugins]\ntpu = torch_tpu.vllm:register\n")
 with open(os.path.join(info, "RECORD"), "w") as f:
     f.write("")
 print(f"torch_tpu: development install of {root} into {site}")

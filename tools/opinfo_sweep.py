@@ -102,13 +102,8 @@ def main(argv=None):
         f.write("\n")
     print(f"\npass {counts['pass']}  fallback-pass {counts['fallback-pass']}  fail {counts['fail']}  "
           f"skip {counts['skip']}  ({len(keys)} OpInfos, {elapsed:.0f}s) -> {os.path.relpath(a.out, REPO)}")
-    kinds = {}
-    for k, r in results.items():
-        if r["status"] == "fail":
-            e = (r.get("error") or "?").split(": ", 1)[-1]
-            e = e.split(" | ")[0][:90]
-            kinds.setdefault(e, []).append(k)
-    doc["failure_kinds"] = {e: ks for e, ks in sorted(kinds.items(), key=lambda kv: -len(kv[1]))}
+    kinds = U.failure_kinds(results)
+    doc["failure_kinds"] = kinds
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=False)
         f.write("\n")

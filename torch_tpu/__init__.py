@@ -1,8 +1,11 @@
 """torch_tpu: PyTorch on TPUs (and any PJRT plugin) with a C engine.
 
-Importing this package registers the "tpu" device (PrivateUse1 renamed),
-the torch.tpu module and every kernel; ``import torch`` alone does the same
-through the ``torch.backends`` entry point."""
+Importing this package registers the "tpu" device (PrivateUse1 renamed):
+the C++ device interfaces (hooks, allocator, guard, generators), the
+torch.tpu module and a fallback that starts the engine on first use.
+``import torch`` alone does the same through the ``torch.backends`` entry
+point.  Nothing heavy happens here: the PJRT plugin is loaded and the
+kernels are registered when a program first touches the device."""
 
 
 def _autoload():
@@ -12,7 +15,6 @@ def _autoload():
 
 
 import torch  # noqa: E402
-from torch.utils.backend_registration import _setup_privateuseone_for_python_backend  # noqa: E402
 
 from . import _C, _engine  # noqa: E402
 
@@ -21,35 +23,42 @@ __version__ = "0.1.0"
 _BACKEND = "tpu"
 
 
-def _register():
-    if torch._C._get_privateuse1_backend_name() == _BACKEND and hasattr(torch, "tpu"):
-        return
-    from . import _device, _module
-    _setup_privateuseone_for_python_backend(
-        rename=_BACKEND, backend_module=_module, hook=_device._Hooks(), device_guard=_device._Guard()
-    )
-    try:
-        _engine.ensure_initialized()
-    except RuntimeError as e:
-        # `import torch` must keep working without a plugin: the device is
-        # registered, is_available() is False and every use says why.
-        import warnings
-        warnings.warn(str(e), RuntimeWarning, stacklevel=2)
-    _device._hand_over_factories()
-    _device._patch_storage_methods()
-    _device._patch_pinning()
-    from . import _autocast
-    _autocast.register()
+def _flush_after_step(opt, args, kwargs):
     # Fused eager: an optimizer step ends a training step, so the pending
     # graph is cut there (asynchronously).  Every step is then the same
     # program, instead of size-bound cuts that drift across step boundaries.
+    if _C.initialized():
+        _C.flush()
+
+
+def _register():
+    if torch._C._get_privateuse1_backend_name() == _BACKEND and hasattr(torch, "tpu"):
+        return
+    from . import _dispatch, _module
+    torch.utils.rename_privateuse1_backend(_BACKEND)
+    _C._register_hooks()
+    torch._register_device_module(_BACKEND, _module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+    _engine.configure()
+    _C._set_starter(_engine.start)
+    _dispatch.install_fallback()
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    register_optimizer_step_post_hook(lambda opt, args, kwargs: _C.flush())
+    register_optimizer_step_post_hook(_flush_after_step)
+    from . import _distributed
+
+    _distributed.register()
 
 
 _register()
 
-from . import ops  # noqa: E402  (kernels register on import)
 from . import api  # noqa: E402
 from ._dispatch import fallback_counts  # noqa: E402
+
+# accelerate / Transformers: patches applied when those modules load (an
+# import hook; nothing of theirs is imported here).  See integrations/.
+from .integrations import install as _install_integrations  # noqa: E402
+
+_install_integrations()

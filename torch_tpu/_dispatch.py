@@ -94,9 +94,10 @@ def _is_tpu(t):
     return isinstance(t, torch.Tensor) and t.device.type == "tpu"
 
 
-def _upload(x):
-    """A CPU tensor as a new tpu tensor (through the dispatcher's copy)."""
-    return x.to(torch.device("tpu", 0))
+def _upload(x, device=None):
+    """A CPU tensor as a new tpu tensor on device index `device` (None: the
+    current device), through the dispatcher's copy."""
+    return x.to(torch.device("tpu", _C.get_device() if device is None else device))
 
 
 def _fix_inputs(rule, inputs):
@@ -116,12 +117,25 @@ def _fix_inputs(rule, inputs):
     return fixed
 
 
-def run(rule, inputs, ints=(), floats=()):
-    """Runs the C lowering rule `rule`; returns a list of new tpu tensors."""
+def device_index(device):
+    """The tpu device index a factory's `device` argument names (None: the
+    current device)."""
+    if device is None:
+        return _C.get_device()
+    if isinstance(device, int):
+        return device
+    d = torch.device(device)
+    return _C.get_device() if d.index is None else d.index
+
+
+def run(rule, inputs, ints=(), floats=(), device=None):
+    """Runs the C lowering rule `rule`; returns a list of new tpu tensors.
+    An op with no tpu tensor input runs on `device` (an index; None: the
+    current device)."""
     try:
-        return _C.op(rule, inputs, ints, floats)
+        return _C.op(rule, inputs, ints, floats, device)
     except NotTpuError:
-        return _C.op(rule, _fix_inputs(rule, inputs), ints, floats)
+        return _C.op(rule, _fix_inputs(rule, inputs), ints, floats, device)
 
 
 class Call(NamedTuple):
@@ -149,7 +163,8 @@ def write(dst, src):
     every alias of dst sees the write."""
     if dst.is_complex() and not (isinstance(src, torch.Tensor) and _C.is_tpu(src)):
         # complex numbers travel as tensors, not as scalar inputs
-        src = _upload(torch.as_tensor(src.item() if isinstance(src, torch.Tensor) else src, dtype=dst.dtype))
+        src = _upload(torch.as_tensor(src.item() if isinstance(src, torch.Tensor) else src, dtype=dst.dtype),
+                      dst.device.index)
     if isinstance(src, torch.Tensor):
         if not _C.is_tpu(src):
             if src.dim() == 0 and src.device.type == "cpu":
@@ -269,6 +284,10 @@ def _with_fallback(fn, name):
             return fn(*args, **kwargs)
         except Unsupported:
             return _cpu_fallback(op, *args, **kwargs)
+        except TypeError as e:  # dtype_code(): name the op that met the dtype
+            if str(e).startswith("tpu does not support dtype") and "(in " not in str(e):
+                raise TypeError(f"{e} (in aten::{name})") from None
+            raise
 
     kernel.__name__ = getattr(fn, "__name__", name)
     return kernel
@@ -286,12 +305,13 @@ def impl(name, fn, key="PrivateUse1"):
     _lib.impl(name, fn, key)
 
 
-def register(functional=None, out=None, inplace=None, fast=None, float_only=False):
+def register(functional=None, out=None, inplace=None, fast=False):
     """Decorator: registers fn (which returns tensors or a Call) for the
     functional overload(s) and derives the out= and in-place overloads named.
-    fast=rule makes the functional overload the C builtin _C.fast_binary:
-    same-dtype tpu operands run `rule` with no Python frame, everything else
-    calls the (fallback-wrapped) kernel."""
+    fast=True (add/sub/mul/div) makes the functional overload's kernel the
+    C++ one (csrc/torch/arith.cpp): it runs the common cases with no Python
+    and hands the rest, and a rule's TPU_UNIMPLEMENTED, to this kernel,
+    wrapped like every other (so the CPU fallback behaves the same)."""
 
     def deco(fn):
         kernel = _runs_calls(fn)
@@ -299,7 +319,7 @@ def register(functional=None, out=None, inplace=None, fast=None, float_only=Fals
             if fast:
                 n = _strip(n)
                 _registered[n] = fn
-                _lib.impl(n, _C.fast_binary(fast, _with_fallback(kernel, n), float_only), "PrivateUse1")
+                _C.register_fast_kernel(n, _with_fallback(kernel, n))
             else:
                 impl(n, kernel)
         for n in _as_list(out):
@@ -389,4 +409,22 @@ def _cpu_fallback(op, *args, **kwargs):
     return tree_map(back, res)
 
 
-_fallback_lib.fallback(_cpu_fallback, "PrivateUse1")
+def _first_use_fallback(op, *args, **kwargs):
+    """The PrivateUse1 fallback.  Before the engine has started (the first
+    op on the device), it starts it, which registers the kernels, and calls
+    the op again; after that it is the CPU fallback."""
+    if not _C.started():
+        _C.ensure_started()
+        return op(*args, **kwargs)
+    return _cpu_fallback(op, *args, **kwargs)
+
+
+_fallback_installed = False
+
+
+def install_fallback():
+    """The PrivateUse1 fallback, registered once (at import of torch_tpu)."""
+    global _fallback_installed
+    if not _fallback_installed:
+        _fallback_installed = True
+        _fallback_lib.fallback(_first_use_fallback, "PrivateUse1")

@@ -1,8 +1,11 @@
-"""Loading the C engine: plugin discovery and runtime start-up (once)."""
+"""Loading the C engine: plugin discovery (at import, without loading
+anything) and the runtime's start on first use (the plugin, then the
+kernels): `import torch` costs nothing for programs that never touch tpu."""
 import importlib.util
 import os
 import sys
 import sysconfig
+import threading
 
 from . import _C
 
@@ -52,6 +55,14 @@ def _int_env(name, default):
     return int(v) if v else default
 
 
+def num_devices():
+    """TORCH_TPU_NUM_DEVICES; else, under torchrun (LOCAL_WORLD_SIZE), one
+    device per local process, so that tpu:LOCAL_RANK names this process's
+    device as cuda:LOCAL_RANK does; else 1."""
+    n = _int_env("TORCH_TPU_NUM_DEVICES", 0)
+    return n if n > 0 else max(_int_env("LOCAL_WORLD_SIZE", 1), 1)
+
+
 class _quiet_stderr:
     """The XLA plugin logs informational lines to fd 2 while it starts; they
     are hidden unless TORCH_TPU_LOG=info (or debug).  Errors still come back
@@ -91,7 +102,7 @@ def ensure_initialized():
         with _quiet_stderr():
             _C.init(
                 plugin,
-                num_devices=_int_env("TORCH_TPU_NUM_DEVICES", 1),
+                num_devices=num_devices(),
                 mode=mode_from_env(),
                 cache_dir=cache_dir_from_env(),
                 fused_max_nodes=_int_env("TORCH_TPU_FUSED_MAX_NODES", 0),
@@ -109,9 +120,57 @@ def ensure_initialized():
         raise RuntimeError(_init_error) from None
 
 
-def is_available():
+def configure():
+    """At import: where the plugin is (a few stat calls, no dlopen), told to
+    the C++ layer with the device count known without starting it."""
+    global _plugin
     try:
-        ensure_initialized()
-        return True
-    except RuntimeError:
-        return False
+        _plugin = _C.find_plugin(_site_dirs())
+        error = None
+    except Exception as e:  # noqa: BLE001 - kept for every later call
+        _plugin, error = None, str(e)
+        if os.environ.get("TORCH_TPU_PJRT_PLUGIN"):  # asked for explicitly: say so now
+            import warnings
+            warnings.warn(f"torch_tpu: {error}", RuntimeWarning, stacklevel=3)
+    hint = -1
+    if _plugin and "xla_cpu" in os.path.basename(_plugin):
+        hint = num_devices()
+    _C._configure(_plugin, error, hint)
+
+
+_plugin = None
+_start_lock = threading.RLock()
+_starting = False
+
+
+def start():
+    """Starts the engine and registers the kernels (first use of the
+    device).  Idempotent; called by the C++ layer under the GIL."""
+    global _starting
+    with _start_lock:
+        if _starting or (_C.initialized() and _kernels_loaded):
+            return
+        _starting = True
+        try:
+            ensure_initialized()
+            _load_kernels()
+        finally:
+            _starting = False
+
+
+_kernels_loaded = False
+
+
+def _load_kernels():
+    global _kernels_loaded
+    if _kernels_loaded:
+        return
+    _kernels_loaded = True
+    from . import ops  # noqa: F401  (kernels register on import)
+    from . import _autocast
+    _autocast.register()
+
+
+def is_available():
+    """A plugin was found (it is loaded on first use)."""
+    return _plugin is not None or _C.initialized()

@@ -1,61 +1,54 @@
-"""The device generator: a THREE_FRY state (ui64[2]) kept on the device per
-device index; sampling rules take it and return the advanced state, so
-random ops never wait for the host.  torch.manual_seed seeds it."""
+"""torch.tpu's RNG functions over the device generators (csrc/torch/
+generator.cpp): one default torch.Generator per device, seeded by
+torch.manual_seed like CUDA's, usable before the device has started."""
+import random as _pyrandom
+
 import torch
 
 from . import _C
 
-_DEFAULT_SEED = 67280421310721  # PyTorch's default_rng_seed_val
-_states = {}
-_initial = {}
+
+def _index(device):
+    if device is None:
+        return _C.get_device()
+    if isinstance(device, int):
+        return device
+    d = torch.device(device)
+    if d.type != "tpu":
+        raise RuntimeError(f"Expected a 'tpu' device, got '{d}'")
+    return _C.get_device() if d.index is None else d.index
 
 
-def _fresh_state(seed):
-    from ._dispatch import run
-    return run("rng_seed_state", [int(seed) & 0x7FFFFFFFFFFFFFFF])[0]
+def default_generator(device=None):
+    return _C.default_generator(_index(device))
 
 
-def state(device=0):
-    s = _states.get(device)
-    if s is None:
-        seed = _initial.setdefault(device, _DEFAULT_SEED)
-        s = _states[device] = _fresh_state(seed)
-    return s
-
-
-def advance(new_state, device=0):
-    _states[device] = new_state
-
-
-def manual_seed(seed, device=0):
-    seed = int(seed)
-    _initial[device] = seed
-    _states[device] = _fresh_state(seed)
+def manual_seed(seed, device=None):
+    default_generator(device).manual_seed(int(seed))
 
 
 def manual_seed_all(seed):
-    for d in range(max(_C.device_count(), 1)):
-        manual_seed(seed, d)
+    for i in range(max(_C.device_count(), 1)):
+        _C.default_generator(i).manual_seed(int(seed))
 
 
-def seed(device=0):
-    import random as _r
-    s = _r.getrandbits(63)
-    manual_seed(s, device)
+def seed(device=None):
+    return default_generator(device).seed()
+
+
+def seed_all():
+    s = _pyrandom.getrandbits(63)
+    manual_seed_all(s)
     return s
 
 
-def initial_seed(device=0):
-    return _initial.setdefault(device, _DEFAULT_SEED)
+def initial_seed(device=None):
+    return default_generator(device).initial_seed()
 
 
-def get_rng_state(device=0):
-    s = state(device).cpu()  # uint64[2]
-    return torch.frombuffer(bytearray(s.numpy().tobytes()), dtype=torch.uint8).clone()
+def get_rng_state(device="tpu"):
+    return default_generator(device).get_state()
 
 
-def set_rng_state(new_state, device=0):
-    if new_state.dtype != torch.uint8 or new_state.numel() != 16:
-        raise RuntimeError("tpu: RNG state must be a uint8 tensor of 16 bytes (from get_rng_state)")
-    words = torch.frombuffer(bytearray(new_state.cpu().numpy().tobytes()), dtype=torch.uint64).clone()
-    _states[device] = words.to(torch.device("tpu", device))
+def set_rng_state(new_state, device="tpu"):
+    default_generator(device).set_state(new_state)

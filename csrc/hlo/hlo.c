@@ -414,6 +414,8 @@ static tpu_hlo_value_t new_val(tpu_hlo_func_t *f, const tpu_hlo_type_t *type) {
   return v;
 }
 
+tpu_hlo_value_t tpu_hlo__new_value(tpu_hlo_func_t *f, const tpu_hlo_type_t *t) { return new_val(f, t); }
+
 tpu_hlo_value_t tpu_hlo_func_arg(tpu_hlo_func_t *f, tpu_hlo_type_t type) {
   if (!f) return TPU_HLO_NONE;
   if (f->status) return TPU_HLO_NONE;

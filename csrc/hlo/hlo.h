@@ -214,6 +214,30 @@ tpu_hlo_value_t tpu_hlo_all_to_all(tpu_hlo_func_t *f, tpu_hlo_value_t x, int64_t
  * a replica that receives nothing gets zeros. */
 tpu_hlo_value_t tpu_hlo_collective_permute(tpu_hlo_func_t *f, tpu_hlo_value_t x, const int64_t *pairs, int npairs);
 
+/* ---- loops (hlo_while.c) --------------------------------------------------
+ * stablehlo.while over n carried values, its condition and body built with
+ * the emitters above:
+ *   tpu_hlo_while_t w;
+ *   tpu_hlo_while_begin(f, &w, init, n, cond_args);  // cond_args: n values
+ *   ... emit a 0-d i1 `pred` from cond_args ...
+ *   tpu_hlo_while_body(f, &w, pred, body_args);      // body_args: n values
+ *   ... emit next[n] (the carried types) from body_args ...
+ *   tpu_hlo_while_end(f, &w, next, results);          // the final values
+ * A region uses only its block arguments and values it defines (pass what
+ * it needs as carried values); its values are dead after the region.  Each
+ * call returns false (and leaves a sticky error) on failure. */
+#define TPU_HLO_WHILE_MAX 32
+typedef struct tpu_hlo_while {
+  int n, state;
+  tpu_hlo_value_t first;
+  tpu_hlo_type_t types[TPU_HLO_WHILE_MAX];
+} tpu_hlo_while_t;
+bool tpu_hlo_while_begin(tpu_hlo_func_t *f, tpu_hlo_while_t *w, const tpu_hlo_value_t *init, int n,
+                         tpu_hlo_value_t *out_cond_args);
+bool tpu_hlo_while_body(tpu_hlo_func_t *f, tpu_hlo_while_t *w, tpu_hlo_value_t pred, tpu_hlo_value_t *out_body_args);
+bool tpu_hlo_while_end(tpu_hlo_func_t *f, tpu_hlo_while_t *w, const tpu_hlo_value_t *next,
+                       tpu_hlo_value_t *out_results);
+
 /* Helpers most rules need. */
 /* Broadcasts x (numpy rules, trailing alignment) to `rank`/`dims`. */
 tpu_hlo_value_t tpu_hlo_broadcast_to(tpu_hlo_func_t *f, tpu_hlo_value_t x, int rank, const int64_t *dims);

@@ -62,6 +62,8 @@ static inline bool tpu_hlo__same_shape(const tpu_hlo_type_t *a, const tpu_hlo_ty
 static inline const tpu_hlo_type_t *tpu_hlo__t(const tpu_hlo_func_t *f, tpu_hlo_value_t v) {
   return &f->vals[v].type;
 }
+/* A fresh value of type t with no defining text (block arguments). */
+tpu_hlo_value_t tpu_hlo__new_value(tpu_hlo_func_t *f, const tpu_hlo_type_t *t);
 /* Starts a line "    %N = \"<op>\"(operands)" defining nres results of the given
  * types; returns the first new value id (NONE on OOM). */
 tpu_hlo_value_t tpu_hlo__begin(tpu_hlo_func_t *f, const char *op, const tpu_hlo_value_t *operands,

@@ -250,6 +250,38 @@ static void rule_bitcast_flat(tpu_op_ctx_t *c) {
     x = tpu_hlo_convert(f, x, TPU_U8);
     from = TPU_U8;
   }
+  if (tpu_dtype_is_complex(from)) { /* complex bits are (re, im) pairs of the part type */
+    int64_t n = t->dims[0], pair[2] = {n, 1}, m = 2 * n;
+    tpu_hlo_value_t parts[2] = {tpu_hlo_reshape(f, tpu_hlo_unary(f, "real", x), 2, pair),
+                                tpu_hlo_reshape(f, tpu_hlo_unary(f, "imag", x), 2, pair)};
+    x = tpu_hlo_reshape(f, tpu_hlo_concatenate(f, parts, 2, 1), 1, &m);
+    from = from == TPU_C64 ? TPU_F32 : TPU_F64;
+    t = tpu_hlo_type_of(f, x);
+  }
+  if (tpu_dtype_is_complex(to)) { /* the part type's bits, then pairs -> complex */
+    tpu_dtype_t part = to == TPU_C64 ? TPU_F32 : TPU_F64;
+    size_t a = tpu_dtype_size(from), b = tpu_dtype_size(to);
+    int64_t n = t->dims[0];
+    if (!a || (n * (int64_t)a) % (int64_t)b) {
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "bitcast: %lld bytes cannot be viewed as %s", (long long)(n * (int64_t)a),
+                  tpu_dtype_name(to));
+      return;
+    }
+    int64_t k = n * (int64_t)a / (int64_t)b, dims[2] = {k, 2};
+    tpu_hlo_value_t y = x;
+    if (from != part) { /* through the part type's bytes */
+      int64_t bytes = n * (int64_t)a;
+      tpu_hlo_value_t u8 = a == 1 ? x : tpu_hlo_reshape(f, tpu_hlo_bitcast_convert(f, x, TPU_U8), 1, &bytes);
+      int64_t g[2] = {2 * k, (int64_t)tpu_dtype_size(part)};
+      y = tpu_hlo_bitcast_convert(f, tpu_hlo_reshape(f, u8, 2, g), part);
+    }
+    y = tpu_hlo_reshape(f, y, 2, dims);
+    int64_t lo0[2] = {0, 0}, hi0[2] = {k, 1}, lo1[2] = {0, 1}, hi1[2] = {k, 2}, one[2] = {1, 1};
+    tpu_hlo_value_t re = tpu_hlo_reshape(f, tpu_hlo_slice(f, y, lo0, hi0, one), 1, &k);
+    tpu_hlo_value_t im = tpu_hlo_reshape(f, tpu_hlo_slice(f, y, lo1, hi1, one), 1, &k);
+    tpu_op_set_output(c, tpu_hlo_binary(f, "complex", re, im));
+    return;
+  }
   tpu_dtype_t mid = to == TPU_PRED ? TPU_U8 : to;
   size_t a = tpu_dtype_size(from), b = tpu_dtype_size(mid);
   int64_t n = t->dims[0];

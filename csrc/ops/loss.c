@@ -169,6 +169,11 @@ static void rule_nll_loss_backward(tpu_op_ctx_t *c) {
     g = DIV(c, g, tw);
   }
   tpu_hlo_value_t per = tpu_hlo_unary(f, "negate", MUL(c, g, s.w));
+  /* ignored targets get 0, as on CPU, even when total_weight is 0 (0 * inf) */
+  tpu_hlo_type_t t64 = s.tt;
+  t64.dtype = TPU_S64;
+  tpu_hlo_value_t ign = tpu_hlo_compare(f, "EQ", tpu_hlo_cast(f, c->in[2], TPU_S64), tpu_hlo_constant_i64(f, t64, ignore));
+  per = tpu_hlo_select(f, ign, tpu_hlo_constant(f, wt, 0.0), per);
   tpu_hlo_type_t xa = s.xt;
   xa.dtype = s.acc;
   int64_t keep[TPU_MAX_RANK];

@@ -13,7 +13,8 @@ static const tpu_op_rule_t *const tpu_rule_tables[] = {
     tpu_rules_activation,  tpu_rules_reduce,      tpu_rules_linalg,      tpu_rules_convolution,
     tpu_rules_pooling,     tpu_rules_normalization, tpu_rules_embedding, tpu_rules_loss,
     tpu_rules_upsample,    tpu_rules_padding,     tpu_rules_index,       tpu_rules_random,
-    tpu_rules_optim,       tpu_rules_foreach,
+    tpu_rules_optim,       tpu_rules_foreach,     tpu_rules_search,
+    tpu_rules_rnn,         tpu_rules_rnn_layer,
 };
 
 #define TPU_RULE_MAX 1024
@@ -101,6 +102,12 @@ int tpu_op_rule_index(const tpu_op_rule_t *rule) {
 
 tpu_status_t tpu_op_lower(const tpu_op_rule_t *rule, tpu_hlo_func_t *f, const tpu_hlo_value_t *in,
                           int nin, const tpu_op_attrs_t *attrs, tpu_hlo_value_t *out, int *out_n) {
+  return tpu_op_lower_checked(rule, f, in, nin, attrs, NULL, out, out_n);
+}
+
+tpu_status_t tpu_op_lower_checked(const tpu_op_rule_t *rule, tpu_hlo_func_t *f, const tpu_hlo_value_t *in,
+                                  int nin, const tpu_op_attrs_t *attrs, tpu_op_checks_t *checks,
+                                  tpu_hlo_value_t *out, int *out_n) {
   *out_n = 0;
   if (nin < rule->min_inputs || (rule->max_inputs >= 0 && nin > rule->max_inputs)) {
     return tpu_status_make(TPU_INVALID_ARGUMENT, "%s: expected %d%s inputs, got %d", rule->name,
@@ -121,14 +128,19 @@ tpu_status_t tpu_op_lower(const tpu_op_rule_t *rule, tpu_hlo_func_t *f, const tp
   c.in = in;
   c.nin = nin;
   c.attrs = attrs ? attrs : &no_attrs;
+  c.checks = checks;
+  int nchecks0 = checks ? checks->n : 0;
   rule->lower(&c);
   tpu_status_t st = tpu_hlo_func_status(f);
-  if (st) return tpu_status_make(tpu_status_code(st), "%s", tpu_status_message(st));
-  if (c.nout <= 0) return tpu_status_make(TPU_INTERNAL, "%s: rule produced no output", rule->name);
-  for (int i = 0; i < c.nout; i++) {
-    if (c.out[i] < 0) return tpu_status_make(TPU_INTERNAL, "%s: output %d missing", rule->name, i);
-    out[i] = c.out[i];
+  if (!st && c.nout <= 0) st = tpu_status_make(TPU_INTERNAL, "%s: rule produced no output", rule->name);
+  else if (st) st = tpu_status_make(tpu_status_code(st), "%s", tpu_status_message(st));
+  for (int i = 0; !st && i < c.nout; i++)
+    if (c.out[i] < 0) st = tpu_status_make(TPU_INTERNAL, "%s: output %d missing", rule->name, i);
+  if (st) {
+    if (checks) checks->n = nchecks0;
+    return st;
   }
+  for (int i = 0; i < c.nout; i++) out[i] = c.out[i];
   *out_n = c.nout;
   return NULL;
 }
@@ -228,4 +240,107 @@ const char *tpu_op_shape_str(const tpu_hlo_type_t *t, char *buf, size_t n) {
     k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
   if (k < n) snprintf(buf + k, n - k, "]");
   return buf;
+}
+
+
+/* ---- device-side checks -------------------------------------------------------- */
+
+void tpu_op_checks_free(tpu_op_checks_t *cs) {
+  free(cs->v);
+  cs->v = NULL;
+  cs->n = cs->cap = 0;
+}
+
+static void tpu_op_check_add(tpu_op_ctx_t *c, tpu_hlo_value_t ok, tpu_hlo_value_t payload, tpu_code_t code,
+                             const char *fmt, va_list ap) {
+  tpu_hlo_func_t *f = c->f;
+  tpu_op_checks_t *cs = c->checks;
+  /* ok: all elements */
+  tpu_hlo_type_t ot = tpu_op_type(c, ok);
+  if (ot.dtype != TPU_PRED) {
+    tpu_op_fail(c, TPU_INTERNAL, "%s: a check's condition must be bool, got %s", c->name, tpu_dtype_name(ot.dtype));
+    return;
+  }
+  if (ot.rank > 0) {
+    int64_t dims[TPU_MAX_RANK];
+    for (int d = 0; d < ot.rank; d++) dims[d] = d;
+    ok = tpu_hlo_reduce(f, ok, tpu_hlo_scalar(f, TPU_PRED, 1), dims, ot.rank, "and");
+  }
+  if (payload == TPU_HLO_NONE) {
+    payload = tpu_hlo_scalar(f, TPU_S64, 0);
+  } else {
+    tpu_hlo_type_t pt = tpu_op_type(c, payload);
+    if (pt.rank != 0 || !(tpu_dtype_is_int(pt.dtype) || pt.dtype == TPU_PRED)) {
+      tpu_op_fail(c, TPU_INTERNAL, "%s: a check's payload must be a 0-d integer", c->name);
+      return;
+    }
+    payload = tpu_hlo_cast(f, payload, TPU_S64);
+  }
+  if (ok < 0 || payload < 0) return; /* the function's sticky error says why */
+  if (cs->n == cs->cap) {
+    int cap = cs->cap ? cs->cap * 2 : 8;
+    tpu_op_check_t *v = (tpu_op_check_t *)realloc(cs->v, sizeof(*v) * (size_t)cap);
+    if (!v) {
+      tpu_op_fail(c, TPU_RESOURCE_EXHAUSTED, "%s: out of memory", c->name);
+      return;
+    }
+    cs->v = v;
+    cs->cap = cap;
+  }
+  tpu_op_check_t *k = &cs->v[cs->n++];
+  k->ok = ok;
+  k->payload = payload;
+  k->code = code;
+  vsnprintf(k->msg, sizeof(k->msg), fmt, ap);
+}
+
+void tpu_op_check(tpu_op_ctx_t *c, tpu_hlo_value_t ok, tpu_hlo_value_t payload, tpu_code_t code, const char *fmt,
+                  ...) {
+  if (!c->checks) return;
+  va_list ap;
+  va_start(ap, fmt);
+  tpu_op_check_add(c, ok, payload, code, fmt, ap);
+  va_end(ap);
+}
+
+void tpu_op_check_index(tpu_op_ctx_t *c, tpu_hlo_value_t idx, int64_t lo, int64_t hi, tpu_code_t code,
+                        const char *fmt, ...) {
+  if (!c->checks) return;
+  tpu_hlo_func_t *f = c->f;
+  tpu_hlo_type_t t = tpu_op_type(c, idx);
+  if (!tpu_dtype_is_int(t.dtype)) {
+    tpu_op_fail(c, TPU_INTERNAL, "%s: an index check needs an integer index, got %s", c->name,
+                tpu_dtype_name(t.dtype));
+    return;
+  }
+  int64_t n = tpu_hlo_type_numel(&t);
+  if (n == 0) return;
+  /* flat s64 view of the indices */
+  tpu_hlo_value_t i = tpu_hlo_reshape(f, tpu_hlo_cast(f, idx, TPU_S64), 1, &n);
+  tpu_hlo_type_t ft = tpu_hlo_type_make(TPU_S64, 1, &n);
+  tpu_hlo_value_t bad = tpu_hlo_binary(f, "or", tpu_hlo_compare(f, "LT", i, tpu_hlo_constant_i64(f, ft, lo)),
+                                       tpu_hlo_compare(f, "GE", i, tpu_hlo_constant_i64(f, ft, hi)));
+  /* one reduction gives both: the position of the first bad index (n when
+   * none); the payload is the index there (dynamic_slice clamps n to n-1) */
+  tpu_hlo_value_t pos = tpu_hlo_select(f, bad, tpu_hlo_iota(f, ft, 0), tpu_hlo_constant_i64(f, ft, n));
+  int64_t dim0 = 0, one = 1;
+  tpu_hlo_value_t first = tpu_hlo_reduce(f, pos, tpu_hlo_constant_i64(f, tpu_hlo_type_scalar(TPU_S64), n), &dim0, 1, "minimum");
+  tpu_hlo_value_t payload = tpu_hlo_reshape(f, tpu_hlo_dynamic_slice(f, i, &first, &one), 0, NULL);
+  tpu_hlo_value_t ok = tpu_hlo_compare(f, "EQ", first, tpu_hlo_constant_i64(f, tpu_hlo_type_scalar(TPU_S64), n));
+  va_list ap;
+  va_start(ap, fmt);
+  tpu_op_check_add(c, ok, payload, code, fmt, ap);
+  va_end(ap);
+}
+
+void tpu_op_check_nonzero(tpu_op_ctx_t *c, tpu_hlo_value_t divisor, const char *fmt, ...) {
+  if (!c->checks) return;
+  tpu_hlo_func_t *f = c->f;
+  tpu_hlo_type_t t = tpu_op_type(c, divisor);
+  if (!tpu_dtype_is_int(t.dtype) || tpu_hlo_type_numel(&t) == 0) return;
+  tpu_hlo_value_t ok = tpu_hlo_compare(f, "NE", divisor, tpu_hlo_constant(f, t, 0));
+  va_list ap;
+  va_start(ap, fmt);
+  tpu_op_check_add(c, ok, TPU_HLO_NONE, TPU_INVALID_ARGUMENT, fmt, ap);
+  va_end(ap);
 }

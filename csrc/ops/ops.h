@@ -22,7 +22,9 @@
  * Errors: a rule that meets bad input calls tpu_op_fail() (sticky; first
  * error wins) with a message naming the op, shapes and dtypes, using
  * TPU_INVALID_ARGUMENT (RuntimeError/ValueError in Python) and TPU_OUT_OF_RANGE
- * (IndexError).  It never aborts.
+ * (IndexError).  It never aborts.  Errors that only the data can show (an
+ * index out of range, an integer divisor of zero) are device-side checks:
+ * tpu_op_check() below.
  *
  * The same rules serve strict eager (one program per op), fused eager (many
  * ops in one program) and torch.compile (one program per graph): a rule
@@ -53,6 +55,43 @@ typedef struct tpu_op_attrs {
   const double *floats;
 } tpu_op_attrs_t;
 
+/* ---- device-side checks ------------------------------------------------------
+ * Some bad input only the data shows: an index out of range, an integer
+ * divisor of zero.  A rule states the condition with tpu_op_check(): `ok` is
+ * an i1 value of any shape (all true = fine) computed in the program, and
+ * `payload` an integer 0-d value to report (the bad index or divisor).  The
+ * check becomes part of the program: the runtime folds the checks of a
+ * program into a small per-device error state (the first failing check wins)
+ * that the host reads only when it waits anyway (a host read, synchronize;
+ * after every op in debug mode), and raises there.  Nothing is synced while
+ * nothing is wrong, and the device keeps working after the report.
+ *
+ * The message is formatted when the rule is lowered (name the op, the shapes,
+ * the dim); TPU_OP_PAYLOAD in it is replaced by the payload's value when the
+ * error is reported:
+ *   tpu_op_check_index(c, idx, 0, n, TPU_INVALID_ARGUMENT,
+ *                      "gather(): index " TPU_OP_PAYLOAD " is out of bounds for dimension %d with size %lld",
+ *                      d, (long long)n);
+ * code: TPU_OUT_OF_RANGE raises IndexError in Python, anything else
+ * RuntimeError (use what PyTorch's CPU kernel raises).  A rule emits the same
+ * checks for the same attrs and input types (they are program structure). */
+#define TPU_OP_PAYLOAD "{}"
+#define TPU_OP_CHECK_MSG_MAX 384
+
+typedef struct tpu_op_check {
+  tpu_hlo_value_t ok;      /* i1 0-d: true = fine */
+  tpu_hlo_value_t payload; /* s64 0-d */
+  tpu_code_t code;
+  char msg[TPU_OP_CHECK_MSG_MAX];
+} tpu_op_check_t;
+
+/* The checks collected while lowering (caller-owned; zero-initialise). */
+typedef struct tpu_op_checks {
+  tpu_op_check_t *v;
+  int n, cap;
+} tpu_op_checks_t;
+void tpu_op_checks_free(tpu_op_checks_t *cs);
+
 typedef struct tpu_op_ctx {
   tpu_hlo_func_t *f;
   const char *name;             /* the rule's name, for messages */
@@ -61,6 +100,7 @@ typedef struct tpu_op_ctx {
   const tpu_op_attrs_t *attrs;
   tpu_hlo_value_t out[TPU_OP_MAX_OUTPUTS];
   int nout;
+  tpu_op_checks_t *checks;      /* where tpu_op_check() appends; NULL = checks are not wanted */
 } tpu_op_ctx_t;
 
 typedef void (*tpu_op_lower_fn)(tpu_op_ctx_t *c);
@@ -82,6 +122,11 @@ int tpu_op_rule_index(const tpu_op_rule_t *rule);
  * that it produced outputs.  Errors are returned (and left sticky in f). */
 tpu_status_t tpu_op_lower(const tpu_op_rule_t *rule, tpu_hlo_func_t *f, const tpu_hlo_value_t *in,
                           int nin, const tpu_op_attrs_t *attrs, tpu_hlo_value_t *out, int *out_n);
+/* The same, appending the rule's device-side checks to `checks` (NULL: the
+ * checks are dropped, as tpu_op_lower does).  On error nothing is appended. */
+tpu_status_t tpu_op_lower_checked(const tpu_op_rule_t *rule, tpu_hlo_func_t *f, const tpu_hlo_value_t *in,
+                                  int nin, const tpu_op_attrs_t *attrs, tpu_op_checks_t *checks,
+                                  tpu_hlo_value_t *out, int *out_n);
 
 /* ---- the context's accessors (more helpers: toolkit.h) ----------------------- */
 /* Attr access with bounds checks (missing -> fails the rule, returns 0). */
@@ -104,6 +149,19 @@ const char *tpu_op_shape_str(const tpu_hlo_type_t *t, char *buf, size_t n);
  * "Dimension out of range (expected to be in range of [-r, r-1], but got d)"). */
 int64_t tpu_op_dim(tpu_op_ctx_t *c, int64_t dim, int rank);
 
+/* Device-side checks (see above).  ok: i1 of any shape, all true = fine;
+ * payload: an integer 0-d value or TPU_HLO_NONE (reported as 0). */
+void tpu_op_check(tpu_op_ctx_t *c, tpu_hlo_value_t ok, tpu_hlo_value_t payload, tpu_code_t code,
+                  const char *fmt, ...) TPU_PRINTF(5, 6);
+/* Every element of the integer value idx lies in [lo, hi); the payload is the
+ * first index (row-major) that does not.  No check for an empty idx. */
+void tpu_op_check_index(tpu_op_ctx_t *c, tpu_hlo_value_t idx, int64_t lo, int64_t hi, tpu_code_t code,
+                        const char *fmt, ...) TPU_PRINTF(6, 7);
+/* Every element of the integer value divisor is non-zero (integer division
+ * and remainder; PyTorch's CPU raises RuntimeError "ZeroDivisionError").  The
+ * payload is the divisor (0).  No check for floating types or an empty value. */
+void tpu_op_check_nonzero(tpu_op_ctx_t *c, tpu_hlo_value_t divisor, const char *fmt, ...) TPU_PRINTF(3, 4);
+
 /* Rule tables (one per family file, each ends with a {NULL} entry). */
 extern const tpu_op_rule_t tpu_rules_core[];          /* core.c: view read/write, bitcast, identity */
 extern const tpu_op_rule_t tpu_rules_factory[];       /* factory.c: full, arange, eye, linspace */
@@ -111,9 +169,9 @@ extern const tpu_op_rule_t tpu_rules_elementwise[];   /* elementwise.c: arithmet
 extern const tpu_op_rule_t tpu_rules_math[];          /* math.c: exp/log/trig, rounding, erf, gamma ... */
 extern const tpu_op_rule_t tpu_rules_activation[];    /* activation.c: relu, gelu, silu ... and backward */
 extern const tpu_op_rule_t tpu_rules_reduce[];        /* reduce.c: reductions, softmax, scans, sort/topk */
-extern const tpu_op_rule_t tpu_rules_linalg[];        /* linalg.c: mm/bmm/addmm/baddbmm/dot */
+extern const tpu_op_rule_t tpu_rules_linalg[];        /* linalg.c: mm/bmm/addmm/baddbmm/dot, grouped mm */
 extern const tpu_op_rule_t tpu_rules_convolution[];   /* convolution.c: convolution, im2col/col2im */
-extern const tpu_op_rule_t tpu_rules_pooling[];       /* pooling.c: max/avg/adaptive pools, unpool */
+extern const tpu_op_rule_t tpu_rules_pooling[];       /* pooling.c: max/avg/adaptive/fractional pools, unpool */
 extern const tpu_op_rule_t tpu_rules_normalization[]; /* normalization.c: batch norm, layer norm */
 extern const tpu_op_rule_t tpu_rules_embedding[];     /* embedding.c: embedding and its backward */
 extern const tpu_op_rule_t tpu_rules_loss[];          /* loss.c: nll, mse, smooth_l1, huber, bce */
@@ -123,5 +181,8 @@ extern const tpu_op_rule_t tpu_rules_index[];         /* index.c: gather/scatter
 extern const tpu_op_rule_t tpu_rules_random[];        /* random.c: rng_bit_generator based sampling */
 extern const tpu_op_rule_t tpu_rules_optim[];         /* optim.c: fused optimizer steps, AMP scaling */
 extern const tpu_op_rule_t tpu_rules_foreach[];       /* foreach.c: several rule calls as one node */
+extern const tpu_op_rule_t tpu_rules_search[];        /* search.c: isin, searchsorted, histc */
+extern const tpu_op_rule_t tpu_rules_rnn[];           /* rnn.c: fused LSTM / GRU cells */
+extern const tpu_op_rule_t tpu_rules_rnn_layer[];     /* rnn_layer.c: LSTM / GRU / RNN layers as loops */
 
 #endif /* TPU_OPS_OPS_H_ */

@@ -25,19 +25,47 @@ static int rnd_shape(tpu_op_ctx_t *c, int first, tpu_dtype_t *dt, tpu_hlo_type_t
   return 1;
 }
 
+/* One 64-bit word per element: rng_bit_generator's THREE_FRY makes element
+ * i (row-major) from the counter state[1] + i, so a value depends only on
+ * (seed, offset + i).  A slice of a tensor drawn at offset o is then the
+ * tensor drawn at offset o + start: DTensor's sharded random ops (which move
+ * the offset to each shard's first element) equal the unsharded ones. */
+static tpu_hlo_value_t rnd_words(tpu_hlo_func_t *f, tpu_hlo_value_t state, const tpu_hlo_type_t *shape,
+                                 tpu_hlo_value_t *new_state) {
+  tpu_hlo_type_t bt = *shape;
+  bt.dtype = TPU_U64;
+  return tpu_hlo_rng_bit_generator(f, state, bt, new_state);
+}
+
+/* Uniform floats in [0, 1) from random words: f64 from the top 52 bits;
+ * f32 from the top 23 bits of the high (hi) or low half of each word. */
+static tpu_hlo_value_t rnd_unit_of(tpu_hlo_func_t *f, tpu_hlo_value_t words, bool f64, bool hi) {
+  const tpu_hlo_type_t *wt0 = tpu_hlo_type_of(f, words);
+  tpu_hlo_type_t wt = *wt0;
+  tpu_hlo_value_t m;
+  tpu_hlo_type_t ft = wt;
+  if (f64) {
+    tpu_hlo_value_t sh = tpu_hlo_constant_i64(f, wt, 12);
+    tpu_hlo_value_t one_bits = tpu_hlo_constant_i64(f, wt, (int64_t)0x3ff0000000000000LL);
+    m = tpu_hlo_binary(f, "or", tpu_hlo_binary(f, "shift_right_logical", words, sh), one_bits);
+    ft.dtype = TPU_F64;
+  } else {
+    tpu_hlo_value_t half = hi ? tpu_hlo_binary(f, "shift_right_logical", words, tpu_hlo_constant_i64(f, wt, 32)) : words;
+    tpu_hlo_value_t w32 = tpu_hlo_convert(f, half, TPU_U32); /* the low 32 bits */
+    tpu_hlo_type_t ut = wt;
+    ut.dtype = TPU_U32;
+    m = tpu_hlo_binary(f, "or", tpu_hlo_binary(f, "shift_right_logical", w32, tpu_hlo_constant_i64(f, ut, 9)),
+                       tpu_hlo_constant_i64(f, ut, 0x3f800000));
+    ft.dtype = TPU_F32;
+  }
+  tpu_hlo_value_t x = tpu_hlo_bitcast_convert(f, m, ft.dtype);
+  return tpu_hlo_binary(f, "subtract", x, tpu_hlo_constant(f, ft, 1.0));
+}
+
 /* Uniform floats in [0, 1) of `like`'s shape in f32 (or f64), advancing the state. */
 static tpu_hlo_value_t rnd_unit(tpu_hlo_func_t *f, tpu_hlo_value_t state, const tpu_hlo_type_t *shape, bool f64,
                                 tpu_hlo_value_t *new_state) {
-  tpu_hlo_type_t bt = *shape;
-  bt.dtype = f64 ? TPU_U64 : TPU_U32;
-  tpu_hlo_value_t bits = tpu_hlo_rng_bit_generator(f, state, bt, new_state);
-  tpu_hlo_value_t sh = tpu_hlo_constant_i64(f, bt, f64 ? 12 : 9);
-  tpu_hlo_value_t one_bits = tpu_hlo_constant_i64(f, bt, f64 ? (int64_t)0x3ff0000000000000LL : 0x3f800000);
-  tpu_hlo_value_t m = tpu_hlo_binary(f, "or", tpu_hlo_binary(f, "shift_right_logical", bits, sh), one_bits);
-  tpu_hlo_value_t x = tpu_hlo_bitcast_convert(f, m, f64 ? TPU_F64 : TPU_F32);
-  tpu_hlo_type_t ft = *shape;
-  ft.dtype = f64 ? TPU_F64 : TPU_F32;
-  return tpu_hlo_binary(f, "subtract", x, tpu_hlo_constant(f, ft, 1.0));
+  return rnd_unit_of(f, rnd_words(f, state, shape, new_state), f64, true);
 }
 
 /* rng_uniform: in = [state, low, high]; out = [values, state]. */
@@ -63,9 +91,15 @@ static void rule_normal(tpu_op_ctx_t *c) {
   tpu_hlo_type_t t;
   if (!rnd_shape(c, 0, &dt, &t)) return;
   bool f64 = dt == TPU_F64;
-  tpu_hlo_value_t s1, s2;
-  tpu_hlo_value_t u1 = rnd_unit(c->f, c->in[0], &t, f64, &s1);
-  tpu_hlo_value_t u2 = rnd_unit(c->f, s1, &t, f64, &s2);
+  tpu_hlo_value_t s1, s2, u1, u2;
+  if (f64) { /* two words per value: counters [o, o + n) and [o + n, o + 2n) */
+    u1 = rnd_unit(c->f, c->in[0], &t, true, &s1);
+    u2 = rnd_unit(c->f, s1, &t, true, &s2);
+  } else { /* both halves of one word per value: element i from counter o + i */
+    tpu_hlo_value_t w = rnd_words(c->f, c->in[0], &t, &s2);
+    u1 = rnd_unit_of(c->f, w, false, true);
+    u2 = rnd_unit_of(c->f, w, false, false);
+  }
   const tpu_hlo_type_t *ut = tpu_hlo_type_of(c->f, u1);
   if (!ut) return;
   tpu_hlo_type_t wt = *ut;
@@ -175,6 +209,39 @@ static void rule_seed_state(tpu_op_ctx_t *c) {
   tpu_op_set_output(c, st);
 }
 
+/* multinomial_check: in = [probs [.., n] float]; ints = [replacement];
+ * out = probs.  PyTorch's value checks on a distribution, as device-side
+ * checks (raised at the next host wait, CUDA's contract), with CPU's
+ * messages: with replacement the entries are checked one by one (NaN counts
+ * as < 0), without it all at once; every row must have a positive sum. */
+static void rule_multinomial_check(tpu_op_ctx_t *c) {
+  tpu_hlo_func_t *f = c->f;
+  const tpu_hlo_type_t *pt0 = tpu_hlo_type_of(f, c->in[0]);
+  if (!pt0) return;
+  tpu_hlo_type_t pt = *pt0;
+  tpu_hlo_value_t p = c->in[0];
+  tpu_hlo_value_t ge0 = tpu_hlo_compare(f, "GE", p, tpu_hlo_constant(f, pt, 0.0));
+  tpu_hlo_value_t fin = tpu_hlo_compare(f, "LT", tpu_hlo_unary(f, "abs", p), tpu_hlo_constant(f, pt, INFINITY));
+  if (tpu_op_int(c, 0)) {
+    tpu_op_check(c, ge0, TPU_HLO_NONE, TPU_INVALID_ARGUMENT,
+                 "invalid multinomial distribution (encountering probability entry < 0)");
+    tpu_op_check(c, fin, TPU_HLO_NONE, TPU_INVALID_ARGUMENT,
+                 "invalid multinomial distribution (encountering probability entry = infinity or NaN)");
+  } else {
+    tpu_op_check(c, tpu_hlo_binary(f, "and", ge0, fin), TPU_HLO_NONE, TPU_INVALID_ARGUMENT,
+                 "probability tensor contains either `inf`, `nan` or element < 0");
+  }
+  int64_t last = pt.rank - 1;
+  tpu_hlo_value_t sum = tpu_hlo_reduce(f, p, tpu_hlo_scalar(f, pt.dtype, 0), &last, 1, "add");
+  const tpu_hlo_type_t *st = tpu_hlo_type_of(f, sum);
+  if (!st) return;
+  /* NaN sums were reported above; only a sum <= 0 is this check's */
+  tpu_hlo_value_t pos = tpu_hlo_unary(f, "not", tpu_hlo_compare(f, "LE", sum, tpu_hlo_constant(f, *st, 0.0)));
+  tpu_op_check(c, pos, TPU_HLO_NONE, TPU_INVALID_ARGUMENT,
+               "invalid multinomial distribution (sum of probabilities <= 0)");
+  tpu_op_set_output(c, p);
+}
+
 const tpu_op_rule_t tpu_rules_random[] = {
     {"rng_uniform", rule_uniform, 3, 3},
     {"rng_normal", rule_normal, 3, 3},
@@ -183,5 +250,6 @@ const tpu_op_rule_t tpu_rules_random[] = {
     {"dropout", rule_dropout, 3, 3},
     {"dropout_backward", rule_dropout_backward, 3, 3},
     {"rng_seed_state", rule_seed_state, 1, 1},
+    {"multinomial_check", rule_multinomial_check, 1, 1},
     {NULL, NULL, 0, 0},
 };

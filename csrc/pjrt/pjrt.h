@@ -75,6 +75,22 @@ tpu_status_t tpu_pjrt_buffer_from_host(tpu_pjrt_client_t *client, int device,
 /* Copies the whole buffer to dense row-major host memory (waits).
  * dst_size must equal the buffer's byte size. */
 tpu_status_t tpu_pjrt_buffer_to_host(tpu_pjrt_buffer_t *buffer, void *dst, size_t dst_size);
+/* Completion callback: called once, on a plugin thread, when the work it
+ * was registered for has finished; it owns `st` (NULL = success).  It must
+ * not call back into this layer. */
+typedef void (*tpu_pjrt_done_fn)(tpu_status_t st, void *arg);
+
+/* Like tpu_pjrt_buffer_from_host, but returns before the copy has finished:
+ * `data` must stay untouched until done(arg) is called (pinned host memory,
+ * non_blocking copies).  done is called exactly once, also on failure after
+ * the buffer was created; on an error return it is never called. */
+tpu_status_t tpu_pjrt_buffer_from_host_async(tpu_pjrt_client_t *client, int device, tpu_dtype_t dtype,
+                                             const int64_t *dims, int rank, const void *data,
+                                             tpu_pjrt_done_fn done, void *arg,
+                                             tpu_pjrt_buffer_t **out_buffer);
+/* A copy of the buffer on another device of the same client (asynchronous:
+ * the copy is ordered after the buffer's value is computed). */
+tpu_status_t tpu_pjrt_buffer_copy_to_device(tpu_pjrt_buffer_t *buffer, int device, tpu_pjrt_buffer_t **out_buffer);
 /* Waits until the buffer's value is computed; returns a failed computation's error. */
 tpu_status_t tpu_pjrt_buffer_await(tpu_pjrt_buffer_t *buffer);
 void tpu_pjrt_buffer_destroy(tpu_pjrt_buffer_t *buffer);
@@ -87,6 +103,27 @@ size_t tpu_pjrt_buffer_nbytes(const tpu_pjrt_buffer_t *buffer);
 int tpu_pjrt_buffer_device(const tpu_pjrt_buffer_t *buffer);
 /* Number of live tpu_pjrt_buffer_t in the process (for leak tests). */
 int64_t tpu_pjrt_live_buffers(void);
+
+/* ---- device memory -------------------------------------------------------- */
+
+/* What this process holds in device buffers on one device (counted here,
+ * for every plugin), and what the plugin reports of the device (-1 where it
+ * reports nothing: the CPU plugin answers UNIMPLEMENTED). */
+typedef struct tpu_pjrt_memory_stats {
+  int64_t bytes_in_use, peak_bytes_in_use; /* live buffers; peak since reset */
+  int64_t bytes_allocated, bytes_freed;     /* cumulative */
+  int64_t num_buffers, peak_num_buffers, num_allocs, num_frees;
+  int64_t plugin_bytes_in_use, plugin_bytes_limit, plugin_peak_bytes_in_use;
+} tpu_pjrt_memory_stats_t;
+#define TPU_PJRT_MAX_DEVICES 64
+void tpu_pjrt_memory_stats(tpu_pjrt_client_t *client, int device, tpu_pjrt_memory_stats_t *out);
+void tpu_pjrt_memory_reset_peak(int device);
+void tpu_pjrt_memory_reset_accumulated(int device);
+
+/* Registers host memory with the plugin for DMA (pinned memory); returns
+ * UNIMPLEMENTED when the plugin has no PJRT_Client_DmaMap. */
+tpu_status_t tpu_pjrt_dma_map(tpu_pjrt_client_t *client, void *data, size_t size);
+tpu_status_t tpu_pjrt_dma_unmap(tpu_pjrt_client_t *client, void *data);
 
 /* ---- compile / execute ---------------------------------------------------- */
 
@@ -125,6 +162,10 @@ typedef struct tpu_pjrt_execute_options {
   size_t num_non_donatable;
   /* Wait for completion before returning (debug mode). */
   bool wait;
+  /* Without wait: called once when every device's part has finished
+   * (see tpu_pjrt_done_fn); not called when execute returns an error. */
+  tpu_pjrt_done_fn on_done;
+  void *on_done_arg;
 } tpu_pjrt_execute_options_t;
 
 /* Runs `exec`.  args[d][i]: input i for device list d (num_lists lists of

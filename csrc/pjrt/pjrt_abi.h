@@ -95,6 +95,15 @@ typedef struct {
 /* ---- events ---- */
 typedef struct { PJ_ARGS_HEAD; pj_event_t *event; } pj_event_destroy_args_t;
 typedef struct { PJ_ARGS_HEAD; pj_event_t *event; } pj_event_await_args_t;
+typedef struct { PJ_ARGS_HEAD; pj_event_t *event; bool is_ready; /* out */ } pj_event_is_ready_args_t;
+/* PJRT_Event_OnReadyCallback: owns `error` (destroy it). */
+typedef void (*pj_event_callback_t)(pj_error_t *error, void *user_arg);
+typedef struct {
+  PJ_ARGS_HEAD;
+  pj_event_t *event;
+  pj_event_callback_t callback;
+  void *user_arg;
+} pj_event_on_ready_args_t;
 
 /* ---- client ---- */
 typedef struct {
@@ -202,6 +211,37 @@ typedef struct {
   int id; /* out */
 } pj_device_description_id_args_t;
 
+/* PJRT_Device_MemoryStats_Args: only bytes_in_use is always set. */
+typedef struct {
+  PJ_ARGS_HEAD;
+  pj_device_t *device;
+  int64_t bytes_in_use;
+  int64_t peak_bytes_in_use;
+  bool peak_bytes_in_use_is_set;
+  int64_t num_allocs;
+  bool num_allocs_is_set;
+  int64_t largest_alloc_size;
+  bool largest_alloc_size_is_set;
+  int64_t bytes_limit;
+  bool bytes_limit_is_set;
+  int64_t bytes_reserved;
+  bool bytes_reserved_is_set;
+  int64_t peak_bytes_reserved;
+  bool peak_bytes_reserved_is_set;
+  int64_t bytes_reservable_limit;
+  bool bytes_reservable_limit_is_set;
+  int64_t largest_free_block_bytes;
+  bool largest_free_block_bytes_is_set;
+  int64_t pool_bytes;
+  bool pool_bytes_is_set;
+  int64_t peak_pool_bytes;
+  bool peak_pool_bytes_is_set;
+} pj_device_memory_stats_args_t;
+
+/* PJRT_Client_DmaMap_Args / PJRT_Client_DmaUnmap_Args */
+typedef struct { PJ_ARGS_HEAD; pj_client_t *client; void *data; size_t size; } pj_client_dma_map_args_t;
+typedef struct { PJ_ARGS_HEAD; pj_client_t *client; void *data; } pj_client_dma_unmap_args_t;
+
 /* ---- executables ---- */
 typedef struct { PJ_ARGS_HEAD; pj_executable_t *executable; } pj_executable_destroy_args_t;
 typedef struct {
@@ -297,6 +337,12 @@ typedef struct {
   pj_buffer_t *buffer;
   pj_event_t *event; /* out */
 } pj_buffer_ready_event_args_t;
+typedef struct {
+  PJ_ARGS_HEAD;
+  pj_buffer_t *buffer;
+  pj_device_t *dst_device;
+  pj_buffer_t *dst_buffer; /* out */
+} pj_buffer_copy_to_device_args_t;
 
 /* ---- the function table (PJRT_Api) ---- */
 #define PJ_FN(name, args_t) pj_error_t *(*name)(args_t *args)
@@ -313,10 +359,10 @@ typedef struct pj_api {
   PJ_FN(plugin_attributes, pj_plugin_attributes_args_t);
 
   PJ_FN(event_destroy, pj_event_destroy_args_t);
-  void *event_is_ready_;
+  PJ_FN(event_is_ready, pj_event_is_ready_args_t);
   void *event_error_;
   PJ_FN(event_await, pj_event_await_args_t);
-  void *event_on_ready_;
+  PJ_FN(event_on_ready, pj_event_on_ready_args_t);
 
   PJ_FN(client_create, pj_client_create_args_t);
   PJ_FN(client_destroy, pj_client_destroy_args_t);
@@ -336,7 +382,8 @@ typedef struct pj_api {
   void *device_description_unused_[5]; /* ProcessIndex Attributes Kind DebugString ToString */
 
   PJ_FN(device_get_description, pj_device_get_description_args_t);
-  void *device_unused_[5]; /* IsAddressable LocalHardwareId AddressableMemories DefaultMemory MemoryStats */
+  void *device_unused_[4]; /* IsAddressable LocalHardwareId AddressableMemories DefaultMemory */
+  PJ_FN(device_memory_stats, pj_device_memory_stats_args_t); /* optional: may answer UNIMPLEMENTED */
 
   void *memory_unused_[5]; /* Id Kind DebugString ToString AddressableByDevices */
 
@@ -361,7 +408,8 @@ typedef struct pj_api {
   void *loaded_executable_fingerprint_;
 
   PJ_FN(buffer_destroy, pj_buffer_destroy_args_t);
-  void *buffer_unused_a_[11]; /* ElementType .. CopyToDevice */
+  void *buffer_unused_a_[10]; /* ElementType .. IsDeleted */
+  PJ_FN(buffer_copy_to_device, pj_buffer_copy_to_device_args_t);
   PJ_FN(buffer_to_host_buffer, pj_buffer_to_host_args_t);
   void *buffer_is_on_cpu_;
   PJ_FN(buffer_ready_event, pj_buffer_ready_event_args_t);
@@ -373,6 +421,9 @@ typedef struct pj_api {
 
   PJ_FN(executable_output_element_types, pj_executable_output_types_args_t);
   PJ_FN(executable_output_dimensions, pj_executable_output_dims_args_t);
+  void *later_unused_[18]; /* Buffer_CopyToMemory .. AsyncHostToDeviceTransferManager_AddMetadata */
+  PJ_FN(client_dma_map, pj_client_dma_map_args_t);     /* optional (newer plugins) */
+  PJ_FN(client_dma_unmap, pj_client_dma_unmap_args_t); /* optional */
   /* later slots are not used */
 } pj_api_t;
 
@@ -388,6 +439,11 @@ _Static_assert(offsetof(pj_api_t, loaded_executable_execute) == 40 + 8 * 55, "PJ
 _Static_assert(offsetof(pj_api_t, buffer_destroy) == 40 + 8 * 58, "PJRT_Api layout");
 _Static_assert(offsetof(pj_api_t, buffer_to_host_buffer) == 40 + 8 * 70, "PJRT_Api layout");
 _Static_assert(offsetof(pj_api_t, executable_output_dimensions) == 40 + 8 * 91, "PJRT_Api layout");
+_Static_assert(offsetof(pj_api_t, event_on_ready) == 40 + 8 * 9, "PJRT_Api layout");
+_Static_assert(offsetof(pj_api_t, buffer_copy_to_device) == 40 + 8 * 69, "PJRT_Api layout");
+_Static_assert(offsetof(pj_api_t, device_memory_stats) == 40 + 8 * 34, "PJRT_Api layout");
+_Static_assert(offsetof(pj_api_t, client_dma_map) == 40 + 8 * 110, "PJRT_Api layout");
+_Static_assert(sizeof(pj_device_memory_stats_args_t) == 192, "MemoryStats_Args layout");
 _Static_assert(sizeof(pj_named_value_t) == 56, "PJRT_NamedValue layout");
 _Static_assert(sizeof(pj_loaded_executable_execute_args_t) == 80, "Execute_Args layout");
 _Static_assert(sizeof(pj_execute_options_t) == 112, "ExecuteOptions layout");

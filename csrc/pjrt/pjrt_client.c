@@ -56,6 +56,50 @@ tpu_status_t tpu_pjrt_event_await_destroy(const pj_api_t *api, pj_event_t *event
   return st;
 }
 
+/* The plugin calls this on one of its threads when the event is ready. */
+typedef struct pj_ready {
+  const pj_api_t *api;
+  tpu_pjrt_done_fn done;
+  void *arg;
+} pj_ready_t;
+
+static void pj_on_ready_trampoline(pj_error_t *error, void *user_arg) {
+  pj_ready_t *r = (pj_ready_t *)user_arg;
+  tpu_status_t st = tpu_pjrt_status_from_error(r->api, error, "device work");
+  tpu_pjrt_done_fn done = r->done;
+  void *arg = r->arg;
+  free(r);
+  done(st, arg);
+}
+
+tpu_status_t tpu_pjrt_event_on_ready(const pj_api_t *api, pj_event_t *event, tpu_pjrt_done_fn done, void *arg) {
+  if (!event) {
+    done(TPU_OK_STATUS, arg);
+    return TPU_OK_STATUS;
+  }
+  pj_ready_t *r = (pj_ready_t *)malloc(sizeof(*r));
+  if (!r) {
+    tpu_pjrt_event_destroy(api, event);
+    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  r->api = api;
+  r->done = done;
+  r->arg = arg;
+  pj_event_on_ready_args_t a = {.struct_size = sizeof(a), .event = event, .callback = pj_on_ready_trampoline,
+                                .user_arg = r};
+  tpu_status_t st = tpu_pjrt_status_from_error(api, api->event_on_ready(&a), "registering a completion callback");
+  if (st) free(r);
+  /* The callback holds the plugin's own reference to the completion. */
+  tpu_pjrt_event_destroy(api, event);
+  return st;
+}
+
+bool tpu_pjrt_has_slot(const pj_api_t *api, size_t offset) {
+  void *fn = NULL;
+  if (offset + sizeof(void *) <= api->struct_size) memcpy(&fn, (const char *)api + offset, sizeof(fn));
+  return fn != NULL;
+}
+
 /* ---- slot check ----------------------------------------------------------------- */
 
 typedef struct { const char *name; size_t offset; } pj_slot_t;
@@ -68,6 +112,8 @@ static const pj_slot_t pj_slots[] = {
     PJ_SLOT(plugin_attributes, "PJRT_Plugin_Attributes"),
     PJ_SLOT(event_destroy, "PJRT_Event_Destroy"),
     PJ_SLOT(event_await, "PJRT_Event_Await"),
+    PJ_SLOT(event_is_ready, "PJRT_Event_IsReady"),
+    PJ_SLOT(event_on_ready, "PJRT_Event_OnReady"),
     PJ_SLOT(client_create, "PJRT_Client_Create"),
     PJ_SLOT(client_destroy, "PJRT_Client_Destroy"),
     PJ_SLOT(client_platform_name, "PJRT_Client_PlatformName"),
@@ -89,6 +135,7 @@ static const pj_slot_t pj_slots[] = {
     PJ_SLOT(buffer_destroy, "PJRT_Buffer_Destroy"),
     PJ_SLOT(buffer_to_host_buffer, "PJRT_Buffer_ToHostBuffer"),
     PJ_SLOT(buffer_ready_event, "PJRT_Buffer_ReadyEvent"),
+    PJ_SLOT(buffer_copy_to_device, "PJRT_Buffer_CopyToDevice"),
     PJ_SLOT(executable_output_element_types, "PJRT_Executable_OutputElementTypes"),
     PJ_SLOT(executable_output_dimensions, "PJRT_Executable_OutputDimensions"),
 };

@@ -24,6 +24,7 @@
  *   { u32 dtype, u32 rank, i64 dims[rank] } * nargs |
  *   u64 len + plugin bytes | u64 FNV hash of everything before it
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -417,6 +418,29 @@ static tpu_status_t pj_check_arg(const tpu_pjrt_exec_t *e, size_t list, size_t i
   return tpu_status_make(TPU_INVALID_ARGUMENT, "execute: argument %zu: expected %s, got %s", i, want, got);
 }
 
+/* Completion of a multi-device execution: done() once every list is done. */
+typedef struct pj_join {
+  atomic_int remaining;
+  _Atomic(tpu_status_t) first;
+  tpu_pjrt_done_fn done;
+  void *arg;
+} pj_join_t;
+
+static void pj_join_one(tpu_status_t st, void *arg) {
+  pj_join_t *j = (pj_join_t *)arg;
+  if (st) {
+    tpu_status_t expect = NULL;
+    if (!atomic_compare_exchange_strong(&j->first, &expect, st)) tpu_status_free(st);
+  }
+  if (atomic_fetch_sub(&j->remaining, 1) == 1) {
+    tpu_status_t first = atomic_load(&j->first);
+    tpu_pjrt_done_fn done = j->done;
+    void *darg = j->arg;
+    free(j);
+    done(first, darg);
+  }
+}
+
 tpu_status_t tpu_pjrt_execute(tpu_pjrt_exec_t *exec, tpu_pjrt_buffer_t *const *const *args, size_t num_lists,
                               size_t num_args, const tpu_pjrt_execute_options_t *options,
                               tpu_pjrt_buffer_t **const *out_outputs) {
@@ -472,7 +496,7 @@ tpu_status_t tpu_pjrt_execute(tpu_pjrt_exec_t *exec, tpu_pjrt_buffer_t *const *c
   ea.num_devices = num_lists;
   ea.num_args = num_args;
   ea.output_lists = (pj_buffer_t **const *)out_lists;
-  ea.device_complete_events = options->wait ? events : NULL;
+  ea.device_complete_events = (options->wait || options->on_done) ? events : NULL;
   ea.execute_device = exec->portable ? c->devices[options->device] : NULL;
   tpu_status_t st = tpu_pjrt_status_from_error(api, api->loaded_executable_execute(&ea), "executing");
   if (st) {
@@ -490,10 +514,28 @@ tpu_status_t tpu_pjrt_execute(tpu_pjrt_exec_t *exec, tpu_pjrt_buffer_t *const *c
       else tpu_status_free(s2);
     }
   }
-  /* Await (when asked) and always destroy the completion events. */
+  /* Await (when asked), or hand the completion events to on_done, and
+   * always destroy them. */
+  pj_join_t *join = NULL;
+  if (!options->wait && options->on_done && !st) {
+    join = (pj_join_t *)calloc(1, sizeof(*join));
+    if (!join) st = pj_oom();
+    else {
+      atomic_init(&join->remaining, (int)num_lists);
+      atomic_init(&join->first, NULL);
+      join->done = options->on_done;
+      join->arg = options->on_done_arg;
+    }
+  }
   for (size_t d = 0; d < num_lists; d++) {
+    if (join) {
+      tpu_status_t s2 = tpu_pjrt_event_on_ready(api, events[d], pj_join_one, join);
+      if (s2) pj_join_one(s2, join); /* counted as a failed part */
+      continue;
+    }
     if (!events[d]) continue;
-    tpu_status_t s2 = tpu_pjrt_event_await_destroy(api, events[d], "executing");
+    tpu_status_t s2 = options->wait ? tpu_pjrt_event_await_destroy(api, events[d], "executing") : NULL;
+    if (!options->wait) tpu_pjrt_event_destroy(api, events[d]);
     if (s2 && !st) st = s2;
     else tpu_status_free(s2);
   }

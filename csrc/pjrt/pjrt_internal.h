@@ -51,6 +51,12 @@ tpu_status_t tpu_pjrt_status_from_error(const pj_api_t *api, pj_error_t *err, co
 tpu_status_t tpu_pjrt_event_await_destroy(const pj_api_t *api, pj_event_t *event, const char *what);
 /* Destroys an event without waiting (errors dropped). */
 void tpu_pjrt_event_destroy(const pj_api_t *api, pj_event_t *event);
+/* Calls done(status, arg) once `event` is ready, then destroys the event.
+ * On an error return, done is not called and the event is destroyed. */
+tpu_status_t tpu_pjrt_event_on_ready(const pj_api_t *api, pj_event_t *event, tpu_pjrt_done_fn done, void *arg);
+/* True when the plugin's table has the (optional) slot at `offset`. */
+bool tpu_pjrt_has_slot(const pj_api_t *api, size_t offset);
+#define TPU_PJRT_HAS(api, field) tpu_pjrt_has_slot((api), offsetof(pj_api_t, field))
 
 /* Wraps a PJRT buffer made by the plugin (takes ownership). */
 tpu_status_t tpu_pjrt_buffer_wrap(tpu_pjrt_client_t *client, pj_buffer_t *pb, tpu_dtype_t dtype,

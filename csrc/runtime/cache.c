@@ -9,6 +9,17 @@
  * Writes go to a unique temporary name and are renamed into place, so a
  * reader never sees half a file and concurrent writers of the same program
  * simply replace each other's identical result.
+ *
+ * Trust (the disk tier loads native code): the rules of ssh and careful
+ * caches.  Directories we create are 0700 and files 0600.  The cache
+ * directory must be owned by this user (euid) and not writable by group or
+ * others, else the disk tier is off for the process (warned once at the first
+ * compile, counted in disk_refused).  The directory is opened once and every
+ * entry is reached relative to that descriptor (openat/renameat/unlinkat), so
+ * renaming a path component later cannot redirect us; entries are opened
+ * with O_NOFOLLOW and checked on the open descriptor (fstat): a symlink, a
+ * non-regular file, a file of another owner or one writable by group/others
+ * is refused (counted, warned once, removed) and the program recompiled.
  */
 #include "runtime/cache.h"
 
@@ -38,7 +49,10 @@ typedef struct tpu_prog {
 
 struct tpu_cache {
   tpu_pjrt_client_t *client;
-  char *dir;
+  char *dir;                 /* the disk tier's directory; NULL = no disk tier */
+  int dirfd;                 /* open descriptor of dir (-1 when none) */
+  char *refused_msg;         /* why the directory was refused (warned at the first compile) */
+  int warned_entry;          /* an entry refusal was warned about */
   uint64_t identity_hash;
   tpu_cache_config_t cfg;
   tpu_prog_t *buckets[TPU_CACHE_BUCKETS];
@@ -60,12 +74,90 @@ static int tpu_mkdirs(const char *path) {
   for (size_t i = 1; i < n; i++) {
     if (tmp[i] == '/') {
       tmp[i] = 0;
-      if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+      if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return -1;
       tmp[i] = '/';
     }
   }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+  if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return -1;
   return 0;
+}
+
+/* Why a file of mode/owner `sb` is not trusted (NULL if it is). */
+static const char *tpu_untrusted(const struct stat *sb, int want_dir, char *buf, size_t n) {
+  if (want_dir ? !S_ISDIR(sb->st_mode) : !S_ISREG(sb->st_mode)) {
+    snprintf(buf, n, "not a %s", want_dir ? "directory" : "regular file");
+    return buf;
+  }
+  if (sb->st_uid != geteuid()) {
+    snprintf(buf, n, "owned by uid %lld, not by this user (uid %lld)", (long long)sb->st_uid,
+             (long long)geteuid());
+    return buf;
+  }
+  if (sb->st_mode & (S_IWGRP | S_IWOTH)) {
+    snprintf(buf, n, "writable by group or others (mode %04o)", (unsigned)(sb->st_mode & 07777));
+    return buf;
+  }
+  return NULL;
+}
+
+/* Opens the disk tier's directory (created 0700 if missing) and checks that
+ * it can be trusted; on refusal the disk tier stays off. */
+static void tpu_disk_open(tpu_cache_t *c, const char *dir) {
+  char why[256], msg[4600];
+  if (tpu_mkdirs(dir) != 0) {
+    fprintf(stderr, "torch_tpu: cannot create cache directory %s (%s); disk cache disabled\n", dir,
+            strerror(errno));
+    return;
+  }
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    fprintf(stderr, "torch_tpu: cannot open cache directory %s (%s); disk cache disabled\n", dir,
+            strerror(errno));
+    return;
+  }
+  struct stat sb;
+  const char *bad = fstat(fd, &sb) != 0 ? "cannot be examined" : tpu_untrusted(&sb, 1, why, sizeof(why));
+  if (bad) {
+    close(fd);
+    c->st.disk_refused++;
+    snprintf(msg, sizeof(msg),
+             "torch_tpu: program cache directory %s is %s; the disk cache is disabled (it would load "
+             "compiled code from there). Use a directory of your own with mode 0700, e.g. chmod 700 %s, "
+             "or set TORCH_TPU_CACHE_DIR",
+             dir, bad, dir);
+    c->refused_msg = strdup(msg);
+    return;
+  }
+  c->dir = strdup(dir);
+  if (!c->dir) {
+    close(fd);
+    return;
+  }
+  c->dirfd = fd;
+}
+
+/* A refused entry: counted, warned about once, removed (we own the
+ * directory, so even another user's file or a symlink can be unlinked; the
+ * link itself goes, never its target). */
+static void tpu_disk_refuse(tpu_cache_t *c, const char *name, const char *why) {
+  c->st.disk_refused++;
+  if (!c->warned_entry) {
+    c->warned_entry = 1;
+    fprintf(stderr,
+            "torch_tpu: refused program cache entry %s/%s (%s); it is removed and the program recompiled "
+            "(warned once)\n",
+            c->dir, name, why);
+  }
+  unlinkat(c->dirfd, name, 0);
+}
+
+/* A fresh DIR stream over the cache directory (NULL on failure). */
+static DIR *tpu_disk_opendir(tpu_cache_t *c) {
+  int fd = openat(c->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  DIR *d = fdopendir(fd);
+  if (!d) close(fd);
+  return d;
 }
 
 tpu_status_t tpu_cache_create(tpu_pjrt_client_t *client, const tpu_cache_config_t *cfg, tpu_cache_t **out_cache) {
@@ -80,14 +172,8 @@ tpu_status_t tpu_cache_create(tpu_pjrt_client_t *client, const tpu_cache_config_
   if (c->cfg.disk_max_bytes <= 0) c->cfg.disk_max_bytes = (int64_t)4 << 30;
   const char *id = tpu_pjrt_client_identity(client);
   c->identity_hash = tpu_hash_bytes(TPU_HASH_SEED, id, strlen(id));
-  if (cfg->dir && cfg->dir[0]) {
-    if (tpu_mkdirs(cfg->dir) == 0) {
-      c->dir = strdup(cfg->dir);
-    } else {
-      fprintf(stderr, "torch_tpu: cannot create cache directory %s (%s); disk cache disabled\n", cfg->dir,
-              strerror(errno));
-    }
-  }
+  c->dirfd = -1;
+  if (cfg->dir && cfg->dir[0]) tpu_disk_open(c, cfg->dir);
   c->cfg.dir = c->dir;
   *out_cache = c;
   return NULL;
@@ -121,16 +207,12 @@ static void tpu_prog_remove(tpu_cache_t *c, tpu_prog_t *p) {
 void tpu_cache_clear(tpu_cache_t *c, int disk_too) {
   while (c->head) tpu_prog_remove(c, c->head);
   if (disk_too && c->dir) {
-    DIR *d = opendir(c->dir);
+    DIR *d = tpu_disk_opendir(c);
     if (d) {
       struct dirent *e;
-      char path[4200];
       while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
-        if (n > 5 && !strcmp(e->d_name + n - 5, ".tpux")) {
-          snprintf(path, sizeof(path), "%s/%s", c->dir, e->d_name);
-          unlink(path);
-        }
+        if (n > 5 && !strcmp(e->d_name + n - 5, ".tpux")) unlinkat(c->dirfd, e->d_name, 0);
       }
       closedir(d);
     }
@@ -140,7 +222,9 @@ void tpu_cache_clear(tpu_cache_t *c, int disk_too) {
 void tpu_cache_destroy(tpu_cache_t *c) {
   if (!c) return;
   tpu_cache_clear(c, 0);
+  if (c->dirfd >= 0) close(c->dirfd);
   free(c->dir);
+  free(c->refused_msg);
   free(c);
 }
 
@@ -184,17 +268,37 @@ static void tpu_mem_insert(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec, 
 
 /* ---- disk tier -------------------------------------------------------------- */
 
-static void tpu_disk_path(tpu_cache_t *c, uint64_t fkey, char *out, size_t n) {
-  snprintf(out, n, "%s/%016llx.tpux", c->dir, (unsigned long long)fkey);
+static void tpu_disk_name(uint64_t fkey, char *out, size_t n) {
+  snprintf(out, n, "%016llx.tpux", (unsigned long long)fkey);
 }
 
-static int tpu_read_all(const char *path, unsigned char **out, size_t *out_n) {
+/* Reads entry `name` of the cache directory: 0 = read, -1 = absent,
+ * -2 = unreadable, -3 = refused (untrusted: *why says why). */
+static int tpu_read_all(tpu_cache_t *c, const char *name, unsigned char **out, size_t *out_n, char *why,
+                        size_t nwhy) {
   *out = NULL;
   *out_n = 0;
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) return -1;
+  /* O_NOFOLLOW: a symlink fails with ELOOP; O_NONBLOCK: a planted FIFO
+   * cannot block the open */
+  int fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return -1;
+    if (errno == ELOOP) {
+      snprintf(why, nwhy, "a symbolic link");
+      return -3;
+    }
+    return -2;
+  }
   struct stat sb;
-  if (fstat(fd, &sb) != 0 || sb.st_size < 0 || sb.st_size > ((off_t)1 << 32)) {
+  if (fstat(fd, &sb) != 0) {
+    close(fd);
+    return -2;
+  }
+  if (tpu_untrusted(&sb, 0, why, nwhy)) {
+    close(fd);
+    return -3;
+  }
+  if (sb.st_size < 0 || sb.st_size > ((off_t)1 << 32)) {
     close(fd);
     return -2;
   }
@@ -210,6 +314,8 @@ static int tpu_read_all(const char *path, unsigned char **out, size_t *out_n) {
     if (r <= 0) break;
     got += (size_t)r;
   }
+  /* touch: the disk tier evicts by least recent use */
+  if (got == n) futimens(fd, NULL);
   close(fd);
   if (got != n) {
     free(buf);
@@ -220,14 +326,19 @@ static int tpu_read_all(const char *path, unsigned char **out, size_t *out_n) {
   return 0;
 }
 
-/* Loads a disk entry: 1 = loaded, 0 = absent, -1 = corrupt (removed). */
+/* Loads a disk entry: 1 = loaded, 0 = absent, -1 = corrupt or refused
+ * (removed). */
 static int tpu_disk_load(tpu_cache_t *c, uint64_t fkey, uint64_t text_hash, tpu_pjrt_exec_t **out_exec) {
-  char path[4200];
-  tpu_disk_path(c, fkey, path, sizeof(path));
+  char name[64], why[256];
+  tpu_disk_name(fkey, name, sizeof(name));
   unsigned char *buf;
   size_t n;
-  int r = tpu_read_all(path, &buf, &n);
+  int r = tpu_read_all(c, name, &buf, &n, why, sizeof(why));
   if (r == -1) return 0;
+  if (r == -3) {
+    tpu_disk_refuse(c, name, why);
+    return -1;
+  }
   int ok = 0;
   if (r == 0 && n >= 40 && !memcmp(buf, tpu_disk_magic, 8)) {
     uint64_t idh, th, psz, sum;
@@ -246,29 +357,25 @@ static int tpu_disk_load(tpu_cache_t *c, uint64_t fkey, uint64_t text_hash, tpu_
   free(buf);
   if (!ok) {
     c->st.disk_errors++;
-    unlink(path);
+    unlinkat(c->dirfd, name, 0);
     return -1;
   }
-  /* touch: the disk tier evicts by least recent use */
-  utimes(path, NULL);
   return 1;
 }
 
 static void tpu_disk_evict(tpu_cache_t *c) {
-  DIR *d = opendir(c->dir);
+  DIR *d = tpu_disk_opendir(c);
   if (!d) return;
   typedef struct { char name[64]; time_t t; long ns; off_t size; } ent_t;
   ent_t *ents = NULL;
   size_t n = 0, cap = 0;
   int64_t bytes = 0;
   struct dirent *e;
-  char path[4200];
   while ((e = readdir(d))) {
     size_t len = strlen(e->d_name);
     if (len < 6 || len >= 64 || strcmp(e->d_name + len - 5, ".tpux")) continue;
-    snprintf(path, sizeof(path), "%s/%s", c->dir, e->d_name);
     struct stat sb;
-    if (stat(path, &sb) != 0) continue;
+    if (fstatat(c->dirfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (n == cap) {
       cap = cap ? cap * 2 : 64;
       ent_t *ne = (ent_t *)realloc(ents, cap * sizeof(ent_t));
@@ -289,8 +396,7 @@ static void tpu_disk_evict(tpu_cache_t *c) {
     size_t oldest = 0;
     for (size_t i = 1; i < n; i++)
       if (ents[i].t < ents[oldest].t || (ents[i].t == ents[oldest].t && ents[i].ns < ents[oldest].ns)) oldest = i;
-    snprintf(path, sizeof(path), "%s/%s", c->dir, ents[oldest].name);
-    unlink(path);
+    unlinkat(c->dirfd, ents[oldest].name, 0);
     bytes -= ents[oldest].size;
     ents[oldest] = ents[n - 1];
     n--;
@@ -311,21 +417,23 @@ static void tpu_disk_store(tpu_cache_t *c, uint64_t fkey, uint64_t text_hash, tp
     c->st.disk_errors++;
     return;
   }
-  char path[4200], tmp[4300];
-  tpu_disk_path(c, fkey, path, sizeof(path));
+  char name[64], tmp[128];
+  tpu_disk_name(fkey, name, sizeof(name));
   struct timeval tv;
   gettimeofday(&tv, NULL);
-  snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%ld", path, (int)getpid(), (long)tv.tv_usec);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%ld", name, (int)getpid(), (long)tv.tv_usec);
+  /* 0600 whatever the umask: the entry is code only this user may plant */
+  int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   int ok = 0;
   if (fd >= 0) {
     uint64_t hdr[3] = {c->identity_hash, text_hash, (uint64_t)psz};
     uint64_t sum = tpu_hash_bytes(TPU_HASH_SEED, payload, psz);
-    ok = write(fd, tpu_disk_magic, 8) == 8 && write(fd, hdr, 24) == 24 &&
+    ok = fchmod(fd, 0600) == 0 && write(fd, tpu_disk_magic, 8) == 8 && write(fd, hdr, 24) == 24 &&
          write(fd, payload, psz) == (ssize_t)psz && write(fd, &sum, 8) == 8;
     if (close(fd) != 0) ok = 0;
-    if (ok && rename(tmp, path) != 0) ok = 0;
-    if (!ok) unlink(tmp);
+    /* rename replaces whatever had the name (a refused symlink included), never its target */
+    if (ok && renameat(c->dirfd, tmp, c->dirfd, name) != 0) ok = 0;
+    if (!ok) unlinkat(c->dirfd, tmp, 0);
   }
   free(payload);
   if (ok) {
@@ -344,6 +452,11 @@ tpu_status_t tpu_cache_compile(tpu_cache_t *c, uint64_t key, const char *text, s
   uint64_t okey = tpu_hash_u64(0, (uint64_t)(options ? options->num_replicas : 0));
   okey = tpu_hash_u64(okey, (uint64_t)(options ? options->portable : 0));
   uint64_t fkey = tpu_hash_u64(tpu_hash_u64(text_hash, c->identity_hash), okey);
+  if (c->refused_msg) { /* warned here, not at create: the plugin's start hides stderr */
+    fprintf(stderr, "%s\n", c->refused_msg);
+    free(c->refused_msg);
+    c->refused_msg = NULL;
+  }
   if (c->dir) {
     int r = tpu_disk_load(c, fkey, text_hash, &exec);
     if (r == 1) c->st.disk_hits++;

@@ -1,7 +1,8 @@
 /* cache.h - the program cache: memory tier (loaded executables, LRU by
  * count and bytes) and disk tier (serialized executables under a directory,
  * keyed by program text + plugin identity + compile options; atomic writes;
- * corrupt or foreign files are ignored and replaced; LRU by mtime).
+ * corrupt or foreign files are ignored and replaced; LRU by mtime; a
+ * directory or entry that another user could have written is refused).
  * Not thread-safe by itself: the runtime lock covers it.
  */
 #ifndef TPU_RUNTIME_CACHE_H_
@@ -25,6 +26,7 @@ typedef struct tpu_cache_stats {
   int64_t compiles, evictions, disk_evictions;
   double compile_seconds;
   int64_t mem_entries, mem_bytes, disk_entries, disk_bytes;
+  int64_t disk_refused; /* untrusted directory or entries (see cache.c: trust) */
 } tpu_cache_stats_t;
 
 tpu_status_t tpu_cache_create(tpu_pjrt_client_t *client, const tpu_cache_config_t *cfg, tpu_cache_t **out_cache);

@@ -1,170 +1,21 @@
-/* runtime.c - values, storages, the pending graph and its executor.
- * The model is described at the top of runtime.h. */
+/* runtime.c - the runtime's lifetime, modes and statistics, and its two
+ * entry points that record work: tpu_rt_op (run a rule) and tpu_rt_write
+ * (write into a view).  The model is described at the top of runtime.h; the
+ * files of the runtime are listed in runtime_internal.h.
+ */
 #include "runtime/runtime.h"
 
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/arena.h"
-#include "base/hash.h"
-#include "runtime/cache.h"
+#include "runtime/event.h"
+#include "runtime/runtime_internal.h"
 
-/* ---- values ------------------------------------------------------------------ */
+tpu_runtime_t tpu_rt_state = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-struct tpu_value {
-  int refs;
-  tpu_hlo_type_t type;
-  int device;
-  tpu_pjrt_buffer_t *buffer; /* materialised */
-  int node;                  /* pending: producing node in the graph; -1 otherwise */
-  int out_index;
-  uint64_t in_epoch; /* graph-input dedupe */
-  int in_index;
-};
-
-struct tpu_storage {
-  int refs;
-  tpu_dtype_t dtype;
-  int64_t numel;
-  int device;
-  tpu_value_t *value;
-};
-
-/* A reference inside the graph: >= 0 node output (node * 16 + out), < 0 input -(i+1). */
-typedef int32_t tpu_ref_t;
-#define TPU_REF_NODE(n, o) ((tpu_ref_t)((n) * TPU_OP_MAX_OUTPUTS + (o)))
-#define TPU_REF_INPUT(i) ((tpu_ref_t)(-(i) - 1))
-
-typedef struct tpu_node {
-  const tpu_op_rule_t *rule;
-  int nin;
-  tpu_ref_t *in;
-  tpu_op_attrs_t attrs;
-  int nout;
-  tpu_value_t *outs[TPU_OP_MAX_OUTPUTS];
-} tpu_node_t;
-
-#define TPU_GRAPH_SCALARS 64
-typedef struct tpu_graph {
-  tpu_arena_t arena;
-  tpu_value_t **inputs;
-  int ninputs, cap_inputs;
-  tpu_node_t *nodes;
-  int nnodes, cap_nodes;
-  uint64_t epoch;
-  uint64_t hash;
-  int device;
-  int nscalars; /* scalar inputs by content */
-  uint64_t scalar_keys[TPU_GRAPH_SCALARS];
-  int scalar_inputs[TPU_GRAPH_SCALARS];
-} tpu_graph_t;
-
-/* Output signature of one op on given input types (shape inference cache). */
-typedef struct tpu_sig {
-  uint64_t key;
-  int nout;
-  tpu_hlo_type_t types[TPU_OP_MAX_OUTPUTS];
-  struct tpu_sig *next;
-} tpu_sig_t;
-#define TPU_SIG_BUCKETS 4096
-#define TPU_SIG_MAX 65536
-
-/* Scalar inputs: a small cache of device 0-d buffers for the scalars that
- * recur (lr, eps, alpha).  A value is admitted on its second sighting, so
- * scalars that change every step (bias corrections) never fill it. */
-#define TPU_SCALAR_SLOTS 256
-#define TPU_INFLIGHT_MAX 128
-typedef struct tpu_scalar_slot {
-  int used;
-  tpu_dtype_t dtype;
-  int device;
-  uint64_t bits;
-  tpu_value_t *value;
-} tpu_scalar_slot_t;
-
-static struct {
-  int initialized;
-  pthread_mutex_t lock;
-  tpu_pjrt_client_t *client;
-  tpu_cache_t *cache;
-  tpu_eager_mode_t mode;
-  int fused_max_nodes;
-  tpu_graph_t g;
-  tpu_sig_t *sigs[TPU_SIG_BUCKETS];
-  int64_t nsigs;
-  tpu_scalar_slot_t scalars[TPU_SCALAR_SLOTS];
-  uint64_t scalar_seen[TPU_SCALAR_SLOTS];
-  /* one output of each execution not yet known complete: synchronize waits
-   * on them; the ring also bounds how far the host runs ahead */
-  tpu_value_t *inflight[TPU_INFLIGHT_MAX];
-  int ninflight;
-  int64_t executions, flushes, ops_recorded, live_values, live_storages;
-  int64_t scalar_hits, scalar_misses;
-} R = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-#define TPU_NOT_STARTED_MSG                                                                        \
-  "torch_tpu: no PJRT plugin is loaded, so the tpu device cannot run anything. Set "             \
-  "TORCH_TPU_PJRT_PLUGIN=/path/to/a/pjrt_plugin.so or install the CPU plugin with "              \
-  "`pip install xla-cpu-pjrt==0.0.1` (torch.tpu.init() shows why loading failed)"
-
-#define LOCK() pthread_mutex_lock(&R.lock)
-#define UNLOCK() pthread_mutex_unlock(&R.lock)
-
-static tpu_value_t *value_new(const tpu_hlo_type_t *type, int device) {
-  tpu_value_t *v = (tpu_value_t *)calloc(1, sizeof(*v));
-  if (!v) return NULL;
-  v->refs = 1;
-  v->type = *type;
-  v->device = device;
-  v->node = -1;
-  R.live_values++;
-  return v;
+static void graph_discard_if_ready(int device) {
+  if (R.graphs[device].ready) graph_discard(&R.graphs[device]);
 }
-
-static void value_retain(tpu_value_t *v) { v->refs++; }
-
-static void value_release(tpu_value_t *v) {
-  if (!v || --v->refs > 0) return;
-  if (v->buffer) tpu_pjrt_buffer_destroy(v->buffer);
-  R.live_values--;
-  free(v);
-}
-
-static tpu_storage_t *storage_new(tpu_value_t *value /* ref moved in */) {
-  tpu_storage_t *s = (tpu_storage_t *)calloc(1, sizeof(*s));
-  if (!s) return NULL;
-  s->refs = 1;
-  s->dtype = value->type.dtype;
-  s->numel = tpu_hlo_type_numel(&value->type);
-  s->device = value->device;
-  s->value = value;
-  R.live_storages++;
-  return s;
-}
-
-void tpu_storage_retain(tpu_storage_t *s) {
-  LOCK();
-  s->refs++;
-  UNLOCK();
-}
-
-void tpu_storage_release(tpu_storage_t *s) {
-  if (!s) return;
-  LOCK();
-  if (--s->refs == 0) {
-    value_release(s->value);
-    R.live_storages--;
-    free(s);
-  }
-  UNLOCK();
-}
-
-int64_t tpu_storage_numel(const tpu_storage_t *s) { return s->numel; }
-tpu_dtype_t tpu_storage_dtype(const tpu_storage_t *s) { return s->dtype; }
-int tpu_storage_device(const tpu_storage_t *s) { return s->device; }
-const void *tpu_storage_value_id(const tpu_storage_t *s) { return s->value; }
 
 /* ---- lifetime -------------------------------------------------------------------- */
 
@@ -196,9 +47,6 @@ tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
   }
   R.mode = cfg->mode;
   R.fused_max_nodes = cfg->fused_max_nodes > 0 ? cfg->fused_max_nodes : 8192;
-  tpu_arena_init(&R.g.arena, 65536);
-  R.g.epoch = 1;
-  R.g.device = -1;
   R.initialized = 1;
   UNLOCK();
   return NULL;
@@ -206,38 +54,20 @@ tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
 
 bool tpu_rt_initialized(void) { return R.initialized != 0; }
 
-static void graph_discard(void);
-static tpu_status_t inflight_drain(int n);
-
 void tpu_rt_shutdown(void) {
   LOCK();
   if (!R.initialized) {
     UNLOCK();
     return;
   }
-  graph_discard();
-  tpu_status_free(inflight_drain(R.ninflight));
-  for (int i = 0; i < TPU_SCALAR_SLOTS; i++) {
-    if (R.scalars[i].used) value_release(R.scalars[i].value);
-    R.scalars[i].used = 0;
-  }
-  for (int b = 0; b < TPU_SIG_BUCKETS; b++) {
-    tpu_sig_t *s = R.sigs[b];
-    while (s) {
-      tpu_sig_t *n = s->next;
-      free(s);
-      s = n;
-    }
-    R.sigs[b] = NULL;
-  }
+  for (int d = 0; d < TPU_PJRT_MAX_DEVICES; d++) graph_discard_if_ready(d);
+  tpu_status_free(tpu_work_wait_all());
+  err_shutdown();
+  scalars_clear();
+  sigs_free();
   tpu_cache_destroy(R.cache);
   R.cache = NULL;
-  free(R.g.inputs);
-  free(R.g.nodes);
-  R.g.inputs = NULL;
-  R.g.nodes = NULL;
-  R.g.cap_inputs = R.g.cap_nodes = 0;
-  tpu_arena_free(&R.g.arena);
+  for (int d = 0; d < TPU_PJRT_MAX_DEVICES; d++) graph_free(&R.graphs[d]);
   /* Buffers still owned by live storages would outlive the client: the
    * client is kept in that case (process exit reclaims it). */
   if (tpu_pjrt_live_buffers() == 0) tpu_pjrt_client_destroy(R.client);
@@ -251,11 +81,9 @@ const char *tpu_rt_platform(void) { return R.client ? tpu_pjrt_client_platform(R
 const char *tpu_rt_identity(void) { return R.client ? tpu_pjrt_client_identity(R.client) : ""; }
 tpu_eager_mode_t tpu_rt_mode(void) { return R.mode; }
 
-static tpu_status_t graph_flush(void);
-
 tpu_status_t tpu_rt_set_mode(tpu_eager_mode_t mode) {
   LOCK();
-  tpu_status_t st = graph_flush();
+  tpu_status_t st = flush_all();
   if (!st) R.mode = mode;
   UNLOCK();
   return st;
@@ -281,6 +109,7 @@ void tpu_rt_stats(tpu_rt_stats_t *out) {
     out->mem_bytes = cs.mem_bytes;
     out->disk_entries = cs.disk_entries;
     out->disk_bytes = cs.disk_bytes;
+    out->disk_refused = cs.disk_refused;
   }
   out->executions = R.executions;
   out->flushes = R.flushes;
@@ -290,7 +119,7 @@ void tpu_rt_stats(tpu_rt_stats_t *out) {
   out->live_storages = R.live_storages;
   out->scalar_cache_hits = R.scalar_hits;
   out->scalar_cache_misses = R.scalar_misses;
-  for (int i = 0; i < TPU_SCALAR_SLOTS; i++) out->scalar_cache_entries += R.scalars[i].used;
+  out->scalar_cache_entries = scalars_used();
   UNLOCK();
 }
 
@@ -300,543 +129,10 @@ void tpu_rt_clear_cache(bool disk_too) {
   UNLOCK();
 }
 
-/* ---- the graph ------------------------------------------------------------------- */
+/* ---- recording work -------------------------------------------------------------- */
 
-static uint64_t hash_type(uint64_t h, const tpu_hlo_type_t *t) {
-  h = tpu_hash_u64(h, (uint64_t)t->dtype * 131 + (uint64_t)t->rank);
-  for (int d = 0; d < t->rank; d++) h = tpu_hash_u64(h, (uint64_t)t->dims[d]);
-  return h;
-}
-
-static uint64_t hash_attrs(uint64_t h, const tpu_op_attrs_t *a) {
-  h = tpu_hash_u64(h, (uint64_t)a->nints * 977 + (uint64_t)a->nfloats);
-  for (int i = 0; i < a->nints; i++) h = tpu_hash_u64(h, (uint64_t)a->ints[i]);
-  for (int i = 0; i < a->nfloats; i++) {
-    uint64_t bits;
-    memcpy(&bits, &a->floats[i], 8);
-    h = tpu_hash_u64(h, bits);
-  }
-  return h;
-}
-
-/* Drops everything pending (after a failure or at shutdown). */
-static void graph_discard(void) {
-  tpu_graph_t *g = &R.g;
-  for (int i = 0; i < g->nnodes; i++) {
-    for (int o = 0; o < g->nodes[i].nout; o++) {
-      tpu_value_t *v = g->nodes[i].outs[o];
-      v->node = -1; /* a pending value that is never computed: reads fail */
-      value_release(v);
-    }
-  }
-  for (int i = 0; i < g->ninputs; i++) value_release(g->inputs[i]);
-  g->nnodes = 0;
-  g->ninputs = 0;
-  g->nscalars = 0;
-  g->hash = TPU_HASH_SEED;
-  g->device = -1;
-  g->epoch++;
-  tpu_arena_reset(&g->arena);
-}
-
-static tpu_status_t graph_ref(tpu_value_t *v, tpu_ref_t *out) {
-  tpu_graph_t *g = &R.g;
-  if (!v->buffer) {
-    if (v->node < 0 || v->node >= g->nnodes)
-      return tpu_status_make(TPU_FAILED_PRECONDITION,
-                             "tensor value was never computed (an earlier error discarded it)");
-    *out = TPU_REF_NODE(v->node, v->out_index);
-    return NULL;
-  }
-  if (v->in_epoch == g->epoch) {
-    *out = TPU_REF_INPUT(v->in_index);
-    return NULL;
-  }
-  if (g->ninputs == g->cap_inputs) {
-    int cap = g->cap_inputs ? g->cap_inputs * 2 : 64;
-    tpu_value_t **n = (tpu_value_t **)realloc(g->inputs, sizeof(*n) * (size_t)cap);
-    if (!n) return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "graph: out of memory");
-    g->inputs = n;
-    g->cap_inputs = cap;
-  }
-  value_retain(v);
-  v->in_epoch = g->epoch;
-  v->in_index = g->ninputs;
-  g->inputs[g->ninputs++] = v;
-  g->hash = hash_type(tpu_hash_u64(g->hash, 0x1A), &v->type);
-  *out = TPU_REF_INPUT(v->in_index);
-  return NULL;
-}
-
-static const tpu_hlo_type_t *ref_type(tpu_ref_t r) {
-  if (r < 0) return &R.g.inputs[-r - 1]->type;
-  return &R.g.nodes[r / TPU_OP_MAX_OUTPUTS].outs[r % TPU_OP_MAX_OUTPUTS]->type;
-}
-
-/* Output types of `rule` on `types` with `attrs` (cached; computed by
- * lowering the op alone into a scratch module, which also validates it). */
-static tpu_status_t op_signature(const tpu_op_rule_t *rule, const tpu_hlo_type_t *const *types, int nin,
-                                 const tpu_op_attrs_t *attrs, const tpu_sig_t **out_sig) {
-  uint64_t key = tpu_hash_u64(TPU_HASH_SEED, (uint64_t)(uintptr_t)rule);
-  key = tpu_hash_u64(key, (uint64_t)nin);
-  for (int i = 0; i < nin; i++) key = hash_type(key, types[i]);
-  key = hash_attrs(key, attrs);
-  tpu_sig_t **b = &R.sigs[key & (TPU_SIG_BUCKETS - 1)];
-  for (tpu_sig_t *s = *b; s; s = s->next)
-    if (s->key == key) {
-      *out_sig = s;
-      return NULL;
-    }
-  tpu_hlo_module_t *m;
-  TPU_PROPAGATE(tpu_hlo_module_create("sig", &m));
-  tpu_hlo_func_t *f = tpu_hlo_module_main(m);
-  tpu_hlo_value_t in[TPU_OP_MAX_INPUTS], out[TPU_OP_MAX_OUTPUTS];
-  for (int i = 0; i < nin; i++) in[i] = tpu_hlo_func_arg(f, *types[i]);
-  int nout = 0;
-  tpu_status_t st = tpu_op_lower(rule, f, in, nin, attrs, out, &nout);
-  if (st) {
-    tpu_hlo_module_destroy(m);
-    return st;
-  }
-  tpu_sig_t *s = (tpu_sig_t *)calloc(1, sizeof(*s));
-  if (!s) {
-    tpu_hlo_module_destroy(m);
-    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
-  }
-  s->key = key;
-  s->nout = nout;
-  for (int i = 0; i < nout; i++) s->types[i] = *tpu_hlo_type_of(f, out[i]);
-  tpu_hlo_module_destroy(m);
-  if (R.nsigs >= TPU_SIG_MAX) { /* bound: drop the bucket's chain */
-    tpu_sig_t *x = *b;
-    while (x) {
-      tpu_sig_t *n = x->next;
-      free(x);
-      R.nsigs--;
-      x = n;
-    }
-    *b = NULL;
-  }
-  s->next = *b;
-  *b = s;
-  R.nsigs++;
-  *out_sig = s;
-  return NULL;
-}
-
-static tpu_status_t graph_add_node(const tpu_op_rule_t *rule, const tpu_ref_t *in, int nin,
-                                   const tpu_op_attrs_t *attrs, int device, tpu_node_t **out_node) {
-  tpu_graph_t *g = &R.g;
-  if (nin > TPU_OP_MAX_INPUTS) return tpu_status_make(TPU_INVALID_ARGUMENT, "%s: too many inputs (%d)", rule->name, nin);
-  const tpu_hlo_type_t *types[TPU_OP_MAX_INPUTS];
-  for (int i = 0; i < nin; i++) types[i] = ref_type(in[i]);
-  static const tpu_op_attrs_t none = {0, NULL, 0, NULL};
-  if (!attrs) attrs = &none;
-  const tpu_sig_t *sig = NULL;
-  TPU_PROPAGATE(op_signature(rule, types, nin, attrs, &sig));
-  if (g->nnodes == g->cap_nodes) {
-    int cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
-    tpu_node_t *n = (tpu_node_t *)realloc(g->nodes, sizeof(*n) * (size_t)cap);
-    if (!n) return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "graph: out of memory");
-    g->nodes = n;
-    g->cap_nodes = cap;
-  }
-  tpu_node_t *node = &g->nodes[g->nnodes];
-  memset(node, 0, sizeof(*node));
-  node->rule = rule;
-  node->nin = nin;
-  node->in = (tpu_ref_t *)tpu_arena_alloc(&g->arena, sizeof(tpu_ref_t) * (size_t)(nin ? nin : 1));
-  int64_t *ints = (int64_t *)tpu_arena_alloc(&g->arena, sizeof(int64_t) * (size_t)(attrs->nints + 1));
-  double *floats = (double *)tpu_arena_alloc(&g->arena, sizeof(double) * (size_t)(attrs->nfloats + 1));
-  if (!node->in || !ints || !floats) return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "graph: out of memory");
-  memcpy(node->in, in, sizeof(tpu_ref_t) * (size_t)nin);
-  if (attrs->nints) memcpy(ints, attrs->ints, sizeof(int64_t) * (size_t)attrs->nints);
-  if (attrs->nfloats) memcpy(floats, attrs->floats, sizeof(double) * (size_t)attrs->nfloats);
-  node->attrs = (tpu_op_attrs_t){attrs->nints, ints, attrs->nfloats, floats};
-  for (int o = 0; o < sig->nout; o++) {
-    tpu_value_t *v = value_new(&sig->types[o], device);
-    if (!v) {
-      for (int k = 0; k < o; k++) value_release(node->outs[k]);
-      return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
-    }
-    v->node = g->nnodes;
-    v->out_index = o;
-    node->outs[o] = v; /* the graph's reference */
-  }
-  node->nout = sig->nout;
-  uint64_t h = tpu_hash_u64(g->hash, 0x2B);
-  h = tpu_hash_u64(h, (uint64_t)tpu_op_rule_index(rule));
-  h = tpu_hash_u64(h, (uint64_t)nin);
-  for (int i = 0; i < nin; i++) h = tpu_hash_u64(h, (uint64_t)(int64_t)in[i]);
-  g->hash = hash_attrs(h, attrs);
-  g->nnodes++;
-  if (g->device < 0) g->device = device;
-  R.ops_recorded++;
-  *out_node = node;
-  return NULL;
-}
-
-/* Builds the StableHLO text of the pending graph, returning the live outputs. */
-static tpu_status_t graph_build_text(const int *live_node, const int *live_out, int nlive, tpu_hlo_module_t **out_m,
-                                     const char **out_text, size_t *out_len) {
-  tpu_graph_t *g = &R.g;
-  tpu_hlo_module_t *m;
-  TPU_PROPAGATE(tpu_hlo_module_create("torch_tpu", &m));
-  tpu_hlo_func_t *f = tpu_hlo_module_main(m);
-  tpu_hlo_value_t *argv = (tpu_hlo_value_t *)malloc(sizeof(tpu_hlo_value_t) * (size_t)(g->ninputs + 1));
-  tpu_hlo_value_t *vals = (tpu_hlo_value_t *)malloc(sizeof(tpu_hlo_value_t) * (size_t)(g->nnodes * TPU_OP_MAX_OUTPUTS + 1));
-  tpu_status_t st = NULL;
-  if (!argv || !vals) st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
-  for (int i = 0; !st && i < g->ninputs; i++) argv[i] = tpu_hlo_func_arg(f, g->inputs[i]->type);
-  for (int n = 0; !st && n < g->nnodes; n++) {
-    tpu_node_t *node = &g->nodes[n];
-    tpu_hlo_value_t in[TPU_OP_MAX_INPUTS], out[TPU_OP_MAX_OUTPUTS];
-    for (int i = 0; i < node->nin; i++) {
-      tpu_ref_t r = node->in[i];
-      in[i] = r < 0 ? argv[-r - 1] : vals[r];
-    }
-    int nout = 0;
-    st = tpu_op_lower(node->rule, f, in, node->nin, &node->attrs, out, &nout);
-    if (st) {
-      st = tpu_status_annotate(st, "lowering %s", node->rule->name);
-      break;
-    }
-    for (int o = 0; o < nout; o++) vals[n * TPU_OP_MAX_OUTPUTS + o] = out[o];
-  }
-  if (!st) {
-    tpu_hlo_value_t *rets = (tpu_hlo_value_t *)malloc(sizeof(tpu_hlo_value_t) * (size_t)(nlive + 1));
-    if (!rets) st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
-    else {
-      for (int i = 0; i < nlive; i++) rets[i] = vals[live_node[i] * TPU_OP_MAX_OUTPUTS + live_out[i]];
-      tpu_hlo_func_return(f, rets, nlive);
-      free(rets);
-      st = tpu_hlo_module_text(m, out_text, out_len);
-    }
-  }
-  free(argv);
-  free(vals);
-  if (st) {
-    tpu_hlo_module_destroy(m);
-    return st;
-  }
-  *out_m = m;
-  return NULL;
-}
-
-/* Waits for the oldest `n` in-flight executions; returns the first error. */
-static tpu_status_t inflight_drain(int n) {
-  tpu_status_t first = NULL;
-  if (n > R.ninflight) n = R.ninflight;
-  for (int i = 0; i < n; i++) {
-    tpu_value_t *v = R.inflight[i];
-    if (v->buffer) {
-      tpu_status_t st = tpu_pjrt_buffer_await(v->buffer);
-      if (st && !first) first = st;
-      else if (st) tpu_status_free(st);
-    }
-    value_release(v);
-  }
-  memmove(R.inflight, R.inflight + n, sizeof(R.inflight[0]) * (size_t)(R.ninflight - n));
-  R.ninflight -= n;
-  return first;
-}
-
-static void inflight_push(tpu_value_t *v) {
-  if (R.ninflight == TPU_INFLIGHT_MAX) {
-    tpu_status_t st = inflight_drain(TPU_INFLIGHT_MAX / 2);
-    tpu_status_free(st); /* a failed value reports its error when read */
-  }
-  value_retain(v);
-  R.inflight[R.ninflight++] = v;
-}
-
-static tpu_status_t graph_flush(void) {
-  tpu_graph_t *g = &R.g;
-  if (g->nnodes == 0) {
-    if (g->ninputs) graph_discard();
-    return NULL;
-  }
-  /* live outputs: referenced by anything besides the graph */
-  int cap = g->nnodes * 2 + 4, nlive = 0;
-  int *live_node = (int *)malloc(sizeof(int) * (size_t)cap);
-  int *live_out = (int *)malloc(sizeof(int) * (size_t)cap);
-  if (!live_node || !live_out) {
-    free(live_node);
-    free(live_out);
-    graph_discard();
-    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
-  }
-  uint64_t key = tpu_hash_u64(g->hash, 0x3C);
-  for (int n = 0; n < g->nnodes; n++) {
-    for (int o = 0; o < g->nodes[n].nout; o++) {
-      if (g->nodes[n].outs[o]->refs > 1) {
-        if (nlive == cap) {
-          cap *= 2;
-          live_node = (int *)realloc(live_node, sizeof(int) * (size_t)cap);
-          live_out = (int *)realloc(live_out, sizeof(int) * (size_t)cap);
-        }
-        live_node[nlive] = n;
-        live_out[nlive] = o;
-        nlive++;
-        key = tpu_hash_u64(key, (uint64_t)TPU_REF_NODE(n, o));
-      }
-    }
-  }
-  tpu_status_t st = NULL;
-  if (nlive == 0) goto done;
-  R.flushes++;
-  tpu_pjrt_exec_t *exec = tpu_cache_lookup(R.cache, key);
-  if (!exec) {
-    tpu_hlo_module_t *m = NULL;
-    const char *text;
-    size_t len;
-    st = graph_build_text(live_node, live_out, nlive, &m, &text, &len);
-    if (!st) {
-      tpu_pjrt_compile_options_t co = {.num_replicas = 1, .num_partitions = 1, .device_ids = NULL, .portable = true};
-      st = tpu_cache_compile(R.cache, key, text, len, &co, &exec);
-      if (st && getenv("TORCH_TPU_DUMP_ON_ERROR")) fprintf(stderr, "%s\n", text);
-      tpu_hlo_module_destroy(m);
-    }
-    if (st) goto done;
-  }
-  {
-    tpu_pjrt_buffer_t **args = (tpu_pjrt_buffer_t **)malloc(sizeof(void *) * (size_t)(g->ninputs + 1));
-    tpu_pjrt_buffer_t **outs = (tpu_pjrt_buffer_t **)calloc((size_t)nlive, sizeof(void *));
-    if (!args || !outs) {
-      free(args);
-      free(outs);
-      st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
-      goto done;
-    }
-    for (int i = 0; i < g->ninputs; i++) args[i] = g->inputs[i]->buffer;
-    tpu_pjrt_buffer_t *const *arg_lists[1] = {args};
-    tpu_pjrt_buffer_t **out_lists[1] = {outs};
-    tpu_pjrt_execute_options_t eo = {.device = g->device < 0 ? 0 : g->device,
-                                     .non_donatable = NULL, .num_non_donatable = 0,
-                                     .wait = R.mode == TPU_MODE_DEBUG};
-    st = tpu_pjrt_execute(exec, arg_lists, 1, (size_t)g->ninputs, &eo, out_lists);
-    R.executions++;
-    if (!st) {
-      for (int i = 0; i < nlive; i++) {
-        tpu_value_t *v = g->nodes[live_node[i]].outs[live_out[i]];
-        v->buffer = outs[i];
-        v->node = -1;
-      }
-      if (R.mode != TPU_MODE_DEBUG) inflight_push(g->nodes[live_node[0]].outs[live_out[0]]);
-    }
-    free(args);
-    free(outs);
-  }
-done:
-  free(live_node);
-  free(live_out);
-  graph_discard();
-  return st;
-}
-
-tpu_status_t tpu_rt_flush(void) {
-  LOCK();
-  tpu_status_t st = graph_flush();
-  UNLOCK();
-  return st;
-}
-
-int tpu_rt_pending_nodes(void) { return R.g.nnodes; }
-
-/* ---- scalars ------------------------------------------------------------------------ */
-
-static tpu_status_t scalar_value(const tpu_rt_input_t *in, int device, tpu_value_t **out) {
-  unsigned char host[16];
-  memset(host, 0, sizeof(host));
-  tpu_dtype_t dt = in->scalar_dtype;
-  switch (dt) {
-    case TPU_F32: { float x = (float)in->scalar_f; memcpy(host, &x, 4); break; }
-    case TPU_F64: { memcpy(host, &in->scalar_f, 8); break; }
-    case TPU_F16: case TPU_BF16: {
-      /* round-to-nearest-even from f32 bits */
-      float x = (float)in->scalar_f;
-      uint32_t b;
-      memcpy(&b, &x, 4);
-      uint16_t h;
-      if (dt == TPU_BF16) {
-        if ((b & 0x7fffffffu) > 0x7f800000u) h = (uint16_t)((b >> 16) | 0x40);
-        else h = (uint16_t)((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
-      } else {
-        /* f32 -> f16 */
-        uint32_t sign = (b >> 16) & 0x8000u, mant = b & 0x7fffffu;
-        int32_t exp = (int32_t)((b >> 23) & 0xff) - 127 + 15;
-        if (((b >> 23) & 0xff) == 0xff) h = (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-        else if (exp >= 31) h = (uint16_t)(sign | 0x7c00u);
-        else if (exp <= 0) {
-          if (exp < -10) h = (uint16_t)sign;
-          else {
-            mant |= 0x800000u;
-            uint32_t shift = (uint32_t)(14 - exp);
-            uint32_t hm = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-            if (rem > half || (rem == half && (hm & 1))) hm++;
-            h = (uint16_t)(sign | hm);
-          }
-        } else {
-          uint32_t hm = mant >> 13, rem = mant & 0x1fffu;
-          uint32_t hv = sign | ((uint32_t)exp << 10) | hm;
-          if (rem > 0x1000u || (rem == 0x1000u && (hm & 1))) hv++;
-          h = (uint16_t)hv;
-        }
-      }
-      memcpy(host, &h, 2);
-      break;
-    }
-    case TPU_PRED: host[0] = in->scalar_i != 0; break;
-    case TPU_S8: case TPU_U8: { int8_t x = (int8_t)in->scalar_i; memcpy(host, &x, 1); break; }
-    case TPU_S16: case TPU_U16: { int16_t x = (int16_t)in->scalar_i; memcpy(host, &x, 2); break; }
-    case TPU_S32: case TPU_U32: { int32_t x = (int32_t)in->scalar_i; memcpy(host, &x, 4); break; }
-    case TPU_S64: case TPU_U64: { memcpy(host, &in->scalar_i, 8); break; }
-    default:
-      return tpu_status_make(TPU_INVALID_ARGUMENT, "scalar of unsupported dtype %s", tpu_dtype_name(dt));
-  }
-  uint64_t bits;
-  memcpy(&bits, host, 8);
-  uint64_t h = tpu_hash_u64(tpu_hash_u64(bits, (uint64_t)dt), (uint64_t)device);
-  tpu_scalar_slot_t *slot = &R.scalars[h & (TPU_SCALAR_SLOTS - 1)];
-  if (slot->used && slot->dtype == dt && slot->bits == bits && slot->device == device) {
-    R.scalar_hits++;
-    value_retain(slot->value);
-    *out = slot->value;
-    return NULL;
-  }
-  R.scalar_misses++;
-  tpu_pjrt_buffer_t *buf;
-  TPU_PROPAGATE(tpu_pjrt_buffer_from_host(R.client, device, dt, NULL, 0, host, &buf));
-  tpu_hlo_type_t t = tpu_hlo_type_scalar(dt);
-  tpu_value_t *v = value_new(&t, device);
-  if (!v) {
-    tpu_pjrt_buffer_destroy(buf);
-    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
-  }
-  v->buffer = buf;
-  uint64_t *seen = &R.scalar_seen[h & (TPU_SCALAR_SLOTS - 1)];
-  if (*seen != h) { /* first sighting: remember it, do not cache yet */
-    *seen = h;
-    *out = v;
-    return NULL;
-  }
-  if (slot->used) value_release(slot->value);
-  slot->used = 1;
-  slot->dtype = dt;
-  slot->bits = bits;
-  slot->device = device;
-  slot->value = v;
-  value_retain(v);
-  *out = v;
-  return NULL;
-}
-
-/* ---- views ---------------------------------------------------------------------------- */
-
-static bool view_is_identity(const tpu_view_t *view, const tpu_hlo_type_t *t) {
-  if (view->offset != 0 || view->rank != t->rank || view->dtype != t->dtype) return false;
-  int64_t expect = 1;
-  for (int d = view->rank - 1; d >= 0; d--) {
-    if (view->sizes[d] != t->dims[d]) return false;
-    if (view->sizes[d] != 1 && view->strides[d] != expect) return false;
-    expect *= view->sizes[d];
-  }
-  return true;
-}
-
-static int view_attrs(const tpu_view_t *v, int64_t *ints) {
-  int n = 0;
-  ints[n++] = v->rank;
-  for (int d = 0; d < v->rank; d++) ints[n++] = v->sizes[d];
-  for (int d = 0; d < v->rank; d++) ints[n++] = v->strides[d];
-  ints[n++] = v->offset;
-  return n;
-}
-
-static tpu_status_t check_view(const tpu_storage_t *s, const tpu_view_t *view) {
-  if (view->rank < 0 || view->rank > TPU_MAX_RANK)
-    return tpu_status_make(TPU_INVALID_ARGUMENT, "tensors of rank %d are not supported (max %d)", view->rank,
-                           TPU_MAX_RANK);
-  if (view->dtype != s->dtype) {
-    size_t a = tpu_dtype_size(s->dtype), b = tpu_dtype_size(view->dtype);
-    if (!a || !b || ((size_t)s->numel * a) % b)
-      return tpu_status_make(TPU_INVALID_ARGUMENT, "a %s view of a %s storage of %lld elements is not possible",
-                             tpu_dtype_name(view->dtype), tpu_dtype_name(s->dtype), (long long)s->numel);
-  }
-  return NULL;
-}
-
-static tpu_status_t graph_add_node(const tpu_op_rule_t *rule, const tpu_ref_t *in, int nin,
-                                   const tpu_op_attrs_t *attrs, int device, tpu_node_t **out_node);
-
-/* A reference to a storage's value seen as `dtype` (bitcast when the view's
- * dtype differs from the storage's, e.g. torch.save's byte views). */
-static tpu_status_t storage_ref(tpu_storage_t *s, tpu_dtype_t dtype, int device, tpu_ref_t *out,
-                                const tpu_hlo_type_t **out_type) {
-  tpu_ref_t base;
-  TPU_PROPAGATE(graph_ref(s->value, &base));
-  if (dtype == s->value->type.dtype) {
-    *out = base;
-    *out_type = &s->value->type;
-    return NULL;
-  }
-  int64_t code = dtype;
-  tpu_op_attrs_t a = {1, &code, 0, NULL};
-  tpu_node_t *node;
-  TPU_PROPAGATE(graph_add_node(tpu_op_rule_find("bitcast_flat"), &base, 1, &a, device, &node));
-  *out = TPU_REF_NODE(R.g.nnodes - 1, 0);
-  *out_type = &node->outs[0]->type;
-  return NULL;
-}
-
-/* A graph reference to the contents of an input (view read folded in). */
-static tpu_status_t input_ref(const tpu_rt_input_t *in, int device, tpu_ref_t *out) {
-  if (!in->storage) {
-    /* the same scalar used twice in one graph is one input, whatever the
-     * scalar cache holds: the program's structure must not depend on it */
-    uint64_t key = tpu_hash_u64(tpu_hash_u64(0x5ca1a, (uint64_t)in->scalar_dtype), (uint64_t)in->scalar_i);
-    double f = in->scalar_f;
-    uint64_t fb;
-    memcpy(&fb, &f, 8);
-    key = tpu_hash_u64(key, fb);
-    tpu_graph_t *g = &R.g;
-    for (int i = 0; i < g->nscalars; i++) {
-      if (g->scalar_keys[i] == key) {
-        *out = TPU_REF_INPUT(g->scalar_inputs[i]);
-        return NULL;
-      }
-    }
-    tpu_value_t *v = NULL;
-    TPU_PROPAGATE(scalar_value(in, device, &v));
-    tpu_status_t st = graph_ref(v, out);
-    value_release(v);
-    if (!st && g->nscalars < TPU_GRAPH_SCALARS) {
-      g->scalar_keys[g->nscalars] = key;
-      g->scalar_inputs[g->nscalars] = -*out - 1;
-      g->nscalars++;
-    }
-    return st;
-  }
-  tpu_storage_t *s = in->storage;
-  TPU_PROPAGATE(check_view(s, &in->view));
-  tpu_ref_t base;
-  const tpu_hlo_type_t *bt;
-  TPU_PROPAGATE(storage_ref(s, in->view.dtype, device, &base, &bt));
-  if (view_is_identity(&in->view, bt)) {
-    *out = base;
-    return NULL;
-  }
-  int64_t ints[2 + 2 * TPU_MAX_RANK + 1];
-  tpu_op_attrs_t a = {view_attrs(&in->view, ints), ints, 0, NULL};
-  static const tpu_op_rule_t *view_read;
-  if (!view_read) view_read = tpu_op_rule_find("view_read");
-  tpu_node_t *node;
-  TPU_PROPAGATE(graph_add_node(view_read, &base, 1, &a, device, &node));
-  *out = TPU_REF_NODE(R.g.nnodes - 1, 0);
-  return NULL;
-}
-
-static int inputs_device(const tpu_rt_input_t *inputs, int nin, tpu_status_t *st) {
+/* The device of an op: its tensors' (all on one device), else `fallback`. */
+static int inputs_device(const tpu_rt_input_t *inputs, int nin, int fallback, tpu_status_t *st) {
   int device = -1;
   *st = NULL;
   for (int i = 0; i < nin; i++) {
@@ -849,28 +145,16 @@ static int inputs_device(const tpu_rt_input_t *inputs, int nin, tpu_status_t *st
       return -1;
     }
   }
-  return device < 0 ? 0 : device;
-}
-
-/* Rolls back nodes added by a failed op (their values are unreferenced). */
-static void graph_truncate(int nnodes) {
-  tpu_graph_t *g = &R.g;
-  while (g->nnodes > nnodes) {
-    tpu_node_t *node = &g->nodes[--g->nnodes];
-    for (int o = 0; o < node->nout; o++) {
-      node->outs[o]->node = -1;
-      value_release(node->outs[o]);
-    }
-  }
-}
-
-static tpu_status_t maybe_flush_after_op(void) {
-  if (R.mode != TPU_MODE_FUSED || R.g.nnodes >= R.fused_max_nodes) return graph_flush();
-  return NULL;
+  return device < 0 ? (fallback < 0 ? 0 : fallback) : device;
 }
 
 tpu_status_t tpu_rt_op(const tpu_op_rule_t *rule, const tpu_rt_input_t *inputs, int nin, const tpu_op_attrs_t *attrs,
                        tpu_rt_output_t *outputs, int *out_n) {
+  return tpu_rt_op_on(-1, rule, inputs, nin, attrs, outputs, out_n);
+}
+
+tpu_status_t tpu_rt_op_on(int device_if_none, const tpu_op_rule_t *rule, const tpu_rt_input_t *inputs, int nin,
+                          const tpu_op_attrs_t *attrs, tpu_rt_output_t *outputs, int *out_n) {
   *out_n = 0;
   if (nin > TPU_OP_MAX_INPUTS) return tpu_status_make(TPU_INVALID_ARGUMENT, "%s: too many inputs (%d)", rule->name, nin);
   LOCK();
@@ -879,26 +163,21 @@ tpu_status_t tpu_rt_op(const tpu_op_rule_t *rule, const tpu_rt_input_t *inputs, 
     return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_NOT_STARTED_MSG);
   }
   tpu_status_t st = NULL;
-  int device = inputs_device(inputs, nin, &st);
+  int device = inputs_device(inputs, nin, device_if_none, &st);
+  if (!st) st = check_started_device(device);
   if (st) {
     UNLOCK();
     return st;
   }
-  if (R.g.nnodes && R.g.device != device) {
-    st = graph_flush();
-    if (st) {
-      UNLOCK();
-      return st;
-    }
-  }
-  int mark = R.g.nnodes;
+  tpu_graph_t *g = graph_of(device);
+  int mark = g->nnodes;
   tpu_ref_t refs[TPU_OP_MAX_INPUTS];
-  for (int i = 0; i < nin && !st; i++) st = input_ref(&inputs[i], device, &refs[i]);
+  for (int i = 0; i < nin && !st; i++) st = input_ref(g, &inputs[i], &refs[i]);
   tpu_node_t *node = NULL;
-  if (!st) st = graph_add_node(rule, refs, nin, attrs, device, &node);
+  if (!st) st = graph_add_node(g, rule, refs, nin, attrs, &node);
   if (st) {
-    graph_truncate(mark);
-    if (R.mode != TPU_MODE_FUSED) graph_discard();
+    graph_truncate(g, mark);
+    if (R.mode != TPU_MODE_FUSED) graph_discard(g);
     UNLOCK();
     return st;
   }
@@ -909,7 +188,7 @@ tpu_status_t tpu_rt_op(const tpu_op_rule_t *rule, const tpu_rt_input_t *inputs, 
     outputs[o].storage = storage_new(node->outs[o]);
   }
   *out_n = n;
-  st = maybe_flush_after_op();
+  st = maybe_flush_after_op(g);
   UNLOCK();
   if (st) {
     for (int o = 0; o < n; o++) tpu_storage_release(outputs[o].storage);
@@ -932,13 +211,7 @@ tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const 
                            "Expected all tensors to be on the same device, but found tpu:%d and tpu:%d",
                            device, src->storage->device);
   }
-  if (R.g.nnodes && R.g.device != device) {
-    st = graph_flush();
-    if (st) {
-      UNLOCK();
-      return st;
-    }
-  }
+  tpu_graph_t *g = graph_of(device);
   /* Whole-storage overwrite by an identity view of the same size and type:
    * share the value, no program. */
   int64_t numel = 1;
@@ -949,135 +222,47 @@ tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const 
     if (dst_view->sizes[d] != 1 && dst_view->strides[d] != expect) full = false;
     expect *= dst_view->sizes[d];
   }
-  if (full && dst_view->dtype == dst->dtype && src->storage && src->storage->dtype == dst->dtype &&
-      src->view.dtype == dst->dtype &&
+  if (full && dst_view->dtype == dst->dtype && src->storage && src->storage->value &&
+      src->storage->dtype == dst->dtype && src->view.dtype == dst->dtype &&
       view_is_identity(&src->view, &src->storage->value->type) && src->storage->numel == numel &&
       src->view.rank == dst_view->rank &&
       !memcmp(src->view.sizes, dst_view->sizes, sizeof(int64_t) * (size_t)dst_view->rank)) {
     tpu_value_t *v = src->storage->value;
     value_retain(v);
-    value_release(dst->value);
+    if (dst->value) value_release(dst->value);
     dst->value = v;
     UNLOCK();
     return NULL;
   }
-  int mark = R.g.nnodes;
+  int mark = g->nnodes;
   tpu_ref_t refs[2];
   const tpu_hlo_type_t *bt;
-  st = storage_ref(dst, dst_view->dtype, device, &refs[0], &bt);
-  if (!st) st = input_ref(src, device, &refs[1]);
-  int64_t ints[2 + 2 * TPU_MAX_RANK + 1];
+  st = storage_ref(g, dst, dst_view->dtype, &refs[0], &bt);
+  if (!st) st = input_ref(g, src, &refs[1]);
+  int64_t ints[TPU_VIEW_ATTRS];
   tpu_op_attrs_t a = {view_attrs(dst_view, ints), ints, 0, NULL};
   static const tpu_op_rule_t *view_write;
   if (!view_write) view_write = tpu_op_rule_find("view_write");
   tpu_node_t *node = NULL;
-  if (!st) st = graph_add_node(view_write, refs, 2, &a, device, &node);
+  if (!st) st = graph_add_node(g, view_write, refs, 2, &a, &node);
   if (!st && dst_view->dtype != dst->dtype) { /* back to the storage's dtype */
-    tpu_ref_t w = TPU_REF_NODE(R.g.nnodes - 1, 0);
+    tpu_ref_t w = TPU_REF_NODE(g->nnodes - 1, 0);
     int64_t code = dst->dtype;
     tpu_op_attrs_t ba = {1, &code, 0, NULL};
-    st = graph_add_node(tpu_op_rule_find("bitcast_flat"), &w, 1, &ba, device, &node);
+    st = graph_add_node(g, tpu_op_rule_find("bitcast_flat"), &w, 1, &ba, &node);
   }
   if (st) {
-    graph_truncate(mark);
-    if (R.mode != TPU_MODE_FUSED) graph_discard();
+    graph_truncate(g, mark);
+    if (R.mode != TPU_MODE_FUSED) graph_discard(g);
     UNLOCK();
     return st;
   }
   tpu_value_t *nv = node->outs[0];
   value_retain(nv);
-  value_release(dst->value);
+  if (dst->value) value_release(dst->value);
   dst->value = nv;
-  st = maybe_flush_after_op();
+  st = maybe_flush_after_op(g);
   UNLOCK();
   return st;
 }
 
-tpu_status_t tpu_rt_storage_from_host(int device, tpu_dtype_t dtype, const int64_t *dims, int rank, const void *data,
-                                      tpu_storage_t **out_storage) {
-  *out_storage = NULL;
-  LOCK();
-  if (!R.initialized) {
-    UNLOCK();
-    return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_NOT_STARTED_MSG);
-  }
-  if (device < 0 || device >= tpu_pjrt_client_device_count(R.client)) {
-    int n = tpu_pjrt_client_device_count(R.client);
-    UNLOCK();
-    return tpu_status_make(TPU_INVALID_ARGUMENT, "invalid device tpu:%d (%d device%s available)", device, n,
-                           n == 1 ? "" : "s");
-  }
-  tpu_pjrt_buffer_t *buf;
-  tpu_status_t st = tpu_pjrt_buffer_from_host(R.client, device, dtype, dims, rank, data, &buf);
-  if (st) {
-    UNLOCK();
-    return st;
-  }
-  tpu_hlo_type_t t = tpu_hlo_type_make(dtype, rank, dims);
-  tpu_value_t *v = value_new(&t, device);
-  tpu_storage_t *s = v ? storage_new(v) : NULL;
-  if (!s) {
-    if (v) value_release(v);
-    else tpu_pjrt_buffer_destroy(buf);
-    UNLOCK();
-    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
-  }
-  v->buffer = buf;
-  *out_storage = s;
-  UNLOCK();
-  return NULL;
-}
-
-tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void *dst, size_t nbytes) {
-  LOCK();
-  tpu_status_t st = check_view(s, view);
-  tpu_value_t *v = NULL;
-  if (!st) {
-    if (view->dtype == s->value->type.dtype && view_is_identity(view, &s->value->type)) {
-      v = s->value;
-      value_retain(v);
-      if (!v->buffer) st = graph_flush();
-    } else {
-      /* materialise the view as its own value */
-      tpu_ref_t base;
-      const tpu_hlo_type_t *bt;
-      int mark = R.g.nnodes;
-      st = storage_ref(s, view->dtype, s->device, &base, &bt);
-      int64_t ints[2 + 2 * TPU_MAX_RANK + 1];
-      tpu_op_attrs_t a = {view_attrs(view, ints), ints, 0, NULL};
-      tpu_node_t *node = NULL;
-      if (!st) st = graph_add_node(tpu_op_rule_find("view_read"), &base, 1, &a, s->device, &node);
-      if (st) graph_truncate(mark);
-      else {
-        v = node->outs[0];
-        value_retain(v);
-        st = graph_flush();
-      }
-    }
-  }
-  if (!st && v && !v->buffer) st = tpu_status_make(TPU_FAILED_PRECONDITION, "tensor value was never computed");
-  tpu_pjrt_buffer_t *buf = (!st && v) ? v->buffer : NULL;
-  UNLOCK();
-  /* the copy itself runs without the lock held */
-  if (buf) st = tpu_pjrt_buffer_to_host(buf, dst, nbytes);
-  if (v) {
-    LOCK();
-    value_release(v);
-    UNLOCK();
-  }
-  return st;
-}
-
-tpu_status_t tpu_rt_synchronize(void) {
-  LOCK();
-  tpu_status_t st = graph_flush();
-  /* PJRT has no device-wide barrier: wait on one output of every execution
-   * issued since the last synchronize */
-  tpu_status_t wst = inflight_drain(R.ninflight);
-  UNLOCK();
-  if (st) {
-    tpu_status_free(wst);
-    return st;
-  }
-  return wst;
-}

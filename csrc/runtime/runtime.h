@@ -91,6 +91,7 @@ typedef struct tpu_rt_stats {
   int64_t executions, flushes, ops_recorded;
   int64_t live_buffers, live_values, live_storages;
   int64_t scalar_cache_hits, scalar_cache_misses, scalar_cache_entries;
+  int64_t disk_refused; /* untrusted cache directory / entries refused */
 } tpu_rt_stats_t;
 
 /* ---- lifetime ----------------------------------------------------------- */
@@ -117,8 +118,33 @@ int tpu_storage_device(const tpu_storage_t *s);
 /* Identity of the current value, for tests of in-place semantics. */
 const void *tpu_storage_value_id(const tpu_storage_t *s);
 
+size_t tpu_storage_nbytes(const tpu_storage_t *s);
+/* A storage of `nbytes` bytes with no value yet (reads as zeros): untyped,
+ * it takes the dtype of the first view that touches it (the allocator's
+ * storages, whose dtype PyTorch does not say). */
+tpu_status_t tpu_rt_storage_alloc(int device, size_t nbytes, tpu_storage_t **out_storage);
+/* A typed storage of `numel` elements with no value yet (torch.empty). */
+tpu_status_t tpu_rt_storage_empty(int device, tpu_dtype_t dtype, int64_t numel, tpu_storage_t **out_storage);
+/* Resizes in place: the first min(old, new) bytes are kept, the rest reads
+ * as zeros; 0 bytes releases the device buffer (FSDP2's resize_(0)). */
+tpu_status_t tpu_rt_storage_resize(tpu_storage_t *s, size_t nbytes);
+
+/* Host -> device without waiting for the copy: `data` must stay untouched
+ * until done(arg) is called (pinned memory).  The copy is device work:
+ * events and synchronize cover it. */
+tpu_status_t tpu_rt_storage_from_host_async(int device, tpu_dtype_t dtype, const int64_t *dims, int rank,
+                                            const void *data, tpu_pjrt_done_fn done, void *arg,
+                                            tpu_storage_t **out_storage);
+/* Registers host memory for DMA with the plugin (pinned memory). */
+tpu_status_t tpu_rt_dma_map(void *data, size_t size);
+tpu_status_t tpu_rt_dma_unmap(void *data);
+
 /* Copies a view to dense row-major host memory (waits). */
 tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void *dst, size_t nbytes);
+/* A new storage on `device` holding a dense copy of a view of s (which
+ * lives on another device): the view is computed on its own device, then
+ * copied device to device.  Asynchronous. */
+tpu_status_t tpu_rt_view_to_device(tpu_storage_t *s, const tpu_view_t *view, int device, tpu_storage_t **out_storage);
 
 /* ---- ops ---------------------------------------------------------------------- */
 /* Records (and in strict/debug mode runs) `rule` on inputs.  Returns one new
@@ -129,12 +155,33 @@ typedef struct tpu_rt_output {
 } tpu_rt_output_t;
 tpu_status_t tpu_rt_op(const tpu_op_rule_t *rule, const tpu_rt_input_t *inputs, int nin,
                        const tpu_op_attrs_t *attrs, tpu_rt_output_t *outputs, int *out_n);
+/* The same for ops that may have no tensor input (factories): they run on
+ * `device_if_none` (-1 = device 0).  Tensor inputs decide otherwise. */
+tpu_status_t tpu_rt_op_on(int device_if_none, const tpu_op_rule_t *rule, const tpu_rt_input_t *inputs, int nin,
+                          const tpu_op_attrs_t *attrs, tpu_rt_output_t *outputs, int *out_n);
 /* Writes src (a view, converted to dst's dtype by the caller) into the view
  * `dst_view` of dst: dst's value is replaced (aliases see it). */
 tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const tpu_rt_input_t *src);
 
+/* ---- device memory ------------------------------------------------------------ */
+typedef struct tpu_rt_memory_info {
+  tpu_pjrt_memory_stats_t stats; /* this process's buffers, and the plugin's figures */
+  int64_t total_bytes;           /* the plugin's limit, else host RAM (CPU plugin) */
+  int64_t free_bytes;            /* total less what is used (host: MemAvailable) */
+  int64_t limit_bytes;           /* what this process may hold (set_memory_limit) */
+} tpu_rt_memory_info_t;
+tpu_status_t tpu_rt_memory_info(int device, tpu_rt_memory_info_t *out);
+/* Allocations that would take this process's device buffers past `bytes`
+ * fail with RESOURCE_EXHAUSTED (0 = the device's capacity). */
+tpu_status_t tpu_rt_set_memory_limit(int device, int64_t bytes);
+void tpu_rt_memory_reset_peak(int device);
+void tpu_rt_memory_reset_accumulated(int device);
+void tpu_rt_empty_cache(void);
+
 /* Runs the pending graph (fused mode) and, with wait, waits for all work. */
 tpu_status_t tpu_rt_flush(void);
+/* Runs the pending graph of one device. */
+tpu_status_t tpu_rt_flush_device(int device);
 tpu_status_t tpu_rt_synchronize(void);
 int tpu_rt_pending_nodes(void);
 

@@ -162,12 +162,42 @@ def _copy_structure(x, fn):
     return x
 
 
-def _leaf_copy(device, moved=None):
+# Ops whose result depends on the storage outside the input view (as_strided
+# with a storage_offset reads the input's whole storage): their samples
+# (e.g. as_strided.partial_views: base[5:15]) are copied storage and all, on
+# the CPU and the tpu alike.  A plain .to()/.clone() copies only the view, so
+# the op would read another storage: PyTorch marks test_compare_cpu an
+# expected failure for as_strided.partial_views for that reason.
+STORAGE_OPS = {"as_strided", "as_strided_copy", "as_strided_scatter"}
+
+
+def _storage_copy(t, device, memo=None):
+    """A copy of t's whole storage on device, viewed as t is.  Tensors of one
+    storage (and dtype) copied with the same memo share the copy, so that
+    aliasing (an out= that overlaps an input) survives the copy."""
     import torch
+    st = t.untyped_storage()
+    key = (st.data_ptr(), st.nbytes(), t.dtype)
+    base = memo.get(key) if memo is not None and st.nbytes() else None
+    if base is None:
+        n = st.nbytes() // t.element_size()
+        flat = torch.empty(0, dtype=t.dtype).set_(st, 0, (n,), (1,))
+        base = flat.clone() if device == "cpu" else flat.to(device)
+        if memo is not None and st.nbytes():
+            memo[key] = base
+    return base.as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def _leaf_copy(device, moved=None, keep_storage=False):
+    import torch
+    memo = {}
 
     def fn(t):
         with torch.no_grad():
-            c = t.detach().to(device) if device != "cpu" else t.detach().clone()
+            if keep_storage and t.layout == torch.strided and t.device.type == "cpu":
+                c = _storage_copy(t.detach(), device, memo)
+            else:
+                c = t.detach().to(device) if device != "cpu" else t.detach().clone()
         if moved is not None:
             moved.tensors += 1
         if t.requires_grad:
@@ -182,11 +212,13 @@ def _is_cpu_device(v):
     return (isinstance(v, torch.device) and v.type == "cpu") or (isinstance(v, str) and v in ("cpu", "cpu:0"))
 
 
-def _sample_copy(sample, device, moved=None, keep_int_args_on_cpu=False):
+def _sample_copy(sample, device, moved=None, keep_int_args_on_cpu=False, keep_storage=False):
     """A fresh copy of the sample on `device` (leaves that required grad
-    still do). On tpu, device arguments naming the CPU name the tpu."""
+    still do). On tpu, device arguments naming the CPU name the tpu.
+    keep_storage: tensors are copied with their whole storage, tensors of
+    one storage sharing the copy (STORAGE_OPS; error inputs)."""
     import torch
-    fn = _leaf_copy(device, moved)
+    fn = _leaf_copy(device, moved, keep_storage)
     inp = _copy_structure(sample.input, fn)
     afn = fn
     if keep_int_args_on_cpu:
@@ -291,7 +323,7 @@ def _run_cpu(op, sample, seed):
     torch.manual_seed(42)); that call is redirected to `seed` too, so that a
     random op shows as one (different outputs for different seeds)."""
     import torch
-    inp, args, kwargs = _sample_copy(sample, "cpu")
+    inp, args, kwargs = _sample_copy(sample, "cpu", keep_storage=op.name in STORAGE_OPS)
     real = torch.manual_seed
 
     def seeded(_ignored=None):
@@ -367,7 +399,7 @@ def run_sample(op, sample, index, atol, rtol, check_grad):
 
     # 2. tpu
     moved = _Moved()
-    t_in = _sample_copy(sample, "tpu", moved)
+    t_in = _sample_copy(sample, "tpu", moved, keep_storage=op.name in STORAGE_OPS)
     if moved.tensors == 0 and not moved.device_kw:
         return "skip-notpu", "no tensor input or device argument reaches the tpu"
     torch.manual_seed(1234)
@@ -518,14 +550,23 @@ def run_op(op, max_samples=None):
 
 # ---- workers ---------------------------------------------------------------------
 
-def worker_main(keys_file, out_file, max_samples):
-    """Runs the ops named in keys_file, one JSON line per event to out_file."""
+def worker_main(keys_file, out_file, max_samples, runner="samples"):
+    """Runs the ops named in keys_file, one JSON line per event to out_file.
+    runner: "samples" (run_op here) or the name of a module of tests/python
+    whose run_op(op, max_samples) returns the op's result dict (e.g.
+    "error_inputs_util")."""
     os.environ.setdefault("TORCH_TPU_CPU_FALLBACK", "1")
     warnings.simplefilter("ignore")
     import torch
     import torch_tpu  # noqa: F401
     if int(os.environ.get("OPINFO_WORKER_THREADS", "0")) > 0:
         torch.set_num_threads(int(os.environ["OPINFO_WORKER_THREADS"]))
+    if runner == "samples":
+        run = run_op
+    else:
+        import importlib
+        sys.path.insert(0, HERE)
+        run = importlib.import_module(runner).run_op
     db = load_op_db()
     with open(keys_file) as f:
         keys = json.load(f)
@@ -539,14 +580,16 @@ def worker_main(keys_file, out_file, max_samples):
             else:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    res = run_op(op, max_samples)
+                    res = run(op, max_samples)
             out.write(json.dumps({"result": res}) + "\n")
             out.flush()
     return 0
 
 
 class _Worker:
-    def __init__(self, keys, max_samples, env, tmpdir, wid, log):
+    def __init__(self, keys, max_samples, env, tmpdir, wid, log, runner="samples", script=None):
+        self.runner = runner
+        self.script = script or os.path.abspath(__file__)  # its `--worker` main runs the keys
         self.keys = list(keys)
         self.max_samples = max_samples
         self.env = env
@@ -571,8 +614,10 @@ class _Worker:
         self.pos = 0
         self.current, self.current_since = None, time.time()
         self.stderr = open(os.path.join(self.tmpdir, f"err{self.wid}_{self.restarts}.txt"), "w")
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", self.keys_file, self.out_file,
+        cmd = [sys.executable, self.script, "--worker", self.keys_file, self.out_file,
                str(self.max_samples if self.max_samples is not None else -1)]
+        if self.runner != "samples":
+            cmd.append(self.runner)
         self.proc = subprocess.Popen(cmd, env=self.env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=self.stderr)
 
     def poll(self, op_timeout):
@@ -651,8 +696,11 @@ class _Worker:
         self._start()
 
 
-def run_sweep(keys, jobs=2, max_samples=None, op_timeout=600, env=None, log=None):
-    """Runs `keys` in `jobs` worker processes; returns {key: result}."""
+def run_sweep(keys, jobs=2, max_samples=None, op_timeout=600, env=None, log=None, runner="samples", script=None):
+    """Runs `keys` in `jobs` worker processes; returns {key: result}.
+    runner: what a worker runs per op (see worker_main); script: the worker
+    program (default this file; module_util.py runs ModuleInfos with the
+    same protocol)."""
     env = dict(os.environ if env is None else env)
     env.setdefault("OPINFO_WORKER_THREADS", "1" if jobs > 1 else "0")
     env["PYTHONWARNINGS"] = "ignore"
@@ -660,7 +708,7 @@ def run_sweep(keys, jobs=2, max_samples=None, op_timeout=600, env=None, log=None
     jobs = max(1, min(jobs, len(keys))) if keys else 0
     results = {}
     with tempfile.TemporaryDirectory(prefix="opinfo_") as tmp:
-        workers = [_Worker(keys[i::jobs], max_samples, env, tmp, i, log) for i in range(jobs)]
+        workers = [_Worker(keys[i::jobs], max_samples, env, tmp, i, log, runner, script) for i in range(jobs)]
         active = list(workers)
         while active:
             time.sleep(0.2)
@@ -686,6 +734,17 @@ def fallback_table(results):
     return dict(sorted(agg.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def failure_kinds(results):
+    """{first error message (type and text, trimmed): [keys that failed with it]},
+    the most common first."""
+    kinds = {}
+    for k, r in results.items():
+        if r.get("status") == "fail":
+            e = (r.get("error") or "?").split(": ", 1)[-1]
+            kinds.setdefault(e.split(" | ")[0][:90], []).append(k)
+    return {e: ks for e, ks in sorted(kinds.items(), key=lambda kv: -len(kv[1]))}
+
+
 def git_commit():
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
@@ -695,7 +754,7 @@ def git_commit():
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "--worker":
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "--worker":
         ms = int(sys.argv[4])
-        sys.exit(worker_main(sys.argv[2], sys.argv[3], None if ms < 0 else ms))
+        sys.exit(worker_main(sys.argv[2], sys.argv[3], None if ms < 0 else ms, *sys.argv[5:]))
     print(__doc__)

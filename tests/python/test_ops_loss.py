@@ -54,3 +54,10 @@ def test_binary_cross_entropy(reduction):
     compare(lambda p, y, w: F.binary_cross_entropy(p, y, weight=w, reduction=reduction), p, y, torch.rand(3, 4),
              nograd=(2,))
     compare(lambda x, y: F.binary_cross_entropy_with_logits(x, y, reduction=reduction), torch.randn(3, 4), y)
+
+
+def test_nll_loss_backward_every_target_ignored_gives_zero_grad_like_cpu():
+    # mean over a total weight of 0: the loss is NaN on both, the gradient 0
+    x = torch.randn(2, 3)
+    t = torch.tensor([1, 1])
+    compare(lambda x: F.cross_entropy(x, t.to(x.device), ignore_index=1), x, atol=0, rtol=0)

@@ -7,7 +7,8 @@ import importlib
 import warnings
 
 _FAMILIES = ["core", "factory", "random", "elementwise", "math", "activation", "reduce", "linalg", "convolution",
-             "pooling", "normalization", "embedding", "loss", "upsample", "padding", "index", "optim", "foreach"]
+             "pooling", "normalization", "embedding", "loss", "upsample", "padding", "index", "optim", "foreach",
+             "search", "rnn"]
 loaded = []
 failed = {}
 

@@ -5,7 +5,7 @@ kernels here only redispatch to PyTorch's own metadata kernels."""
 import torch
 
 from .. import _C
-from .._dispatch import _cpu_fallback, impl, register, run, to_dtype, write
+from .._dispatch import _cpu_fallback, device_index, impl, register, run, to_dtype, write
 from .._dtypes import CODE, dtype_code
 
 aten = torch.ops.aten
@@ -39,27 +39,19 @@ def _check_size(size):
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
 
 
-def full_tensor(size, value, dtype):
+def full_tensor(size, value, dtype, device=None):
+    """A new tpu tensor filled with `value` on `device` (None: the current one)."""
     size = [int(s) for s in size]
     _check_size(size)
+    idx = device_index(device)
     if dtype.is_complex:  # complex values have no scalar input form: upload
-        return from_host(torch.full(size, value, dtype=dtype))
+        return from_host(torch.full(size, value, dtype=dtype), idx)
     code = dtype_code(dtype)
-    return run("full", [(code, value)], [code, len(size), *size])[0]
+    return run("full", [(code, value)], [code, len(size), *size], device=idx)[0]
 
 
-@register("empty.memory_format")
-def empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    # always contiguous: a tpu array has no memory format of its own
-    return full_tensor(size, 0, dtype or torch.get_default_dtype())
-
-
-@register("empty_strided")
-def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
-    _check_size(size)
-    n = 0 if any(s == 0 for s in size) else 1 + sum((s - 1) * st for s, st in zip(size, stride))
-    base = full_tensor([n], 0, dtype or torch.get_default_dtype())
-    return aten.as_strided.default(base, size, stride, 0)
+# empty, empty_strided and resize_ are C++ kernels (csrc/torch/kernels.cpp):
+# no device work until a value is needed.
 
 
 @register("full", out="full.out")
@@ -67,7 +59,7 @@ def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=N
     if dtype is None:  # as torch.full infers it
         dtype = (torch.bool if isinstance(fill_value, bool) else
                  torch.int64 if isinstance(fill_value, int) else torch.get_default_dtype())
-    return full_tensor(size, fill_value, dtype)
+    return full_tensor(size, fill_value, dtype, device)
 
 
 @register(["fill_.Scalar"])
@@ -89,23 +81,31 @@ def zero_(self):
     return write(self, 0)
 
 
-def from_host(src, device_index=0):
-    """A new tpu tensor holding a copy of the CPU tensor src."""
+def from_host(src, device_index=None, non_blocking=False):
+    """A new tpu tensor holding a copy of the CPU tensor src.  From pinned
+    memory with non_blocking=True the copy is asynchronous (as CUDA's): the
+    host memory stays held until the device has read it."""
     if src.dtype not in _SUPPORTED:
         raise TypeError(f"tpu does not support dtype {src.dtype}")
+    if src.is_conj():
+        src = src.resolve_conj()
+    if src.is_neg():
+        src = src.resolve_neg()
     src = src.contiguous()
+    if device_index is None:
+        device_index = _C.get_device()
     if src.numel() == 0 and not src.is_complex():
-        return full_tensor(src.shape, 0, src.dtype)
-    return _C.from_host(src.data_ptr(), tuple(src.shape), dtype_code(src.dtype), device_index)
+        return full_tensor(src.shape, 0, src.dtype, device_index)
+    return _C.from_host(src.data_ptr(), tuple(src.shape), dtype_code(src.dtype), device_index, bool(non_blocking))
 
 
-def _host_copy_to_tpu(src, dst):
+def _host_copy_to_tpu(src, dst, non_blocking=False):
     """CPU tensor -> tpu tensor dst (broadcast and convert like copy_)."""
     if src.dtype != dst.dtype:
         src = src.to(dst.dtype)
     if dst.numel() == 0:
         return dst
-    return write(dst, from_host(src, dst.device.index or 0))
+    return write(dst, from_host(src, dst.device.index or 0, non_blocking))
 
 
 def _tpu_copy_to_host(src, dst):
@@ -129,11 +129,13 @@ def _tpu_copy_to_host(src, dst):
 def _copy_from(self, dst, non_blocking=False):
     src_tpu, dst_tpu = self.device.type == "tpu", dst.device.type == "tpu"
     if src_tpu and dst_tpu:
+        if self.device != dst.device:  # device to device
+            self = _C.to_device(self, dst.device.index or 0)
         return write(dst, self)
     if src_tpu:
         return _tpu_copy_to_host(self, dst)
     if dst_tpu:
-        return _host_copy_to_tpu(self, dst)
+        return _host_copy_to_tpu(self, dst, non_blocking)
     return dst.copy_(self)
 
 
@@ -167,42 +169,16 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None, non
              memory_format=None):
     dtype = dtype or self.dtype
     if self.device.type != "tpu":  # host -> tpu: one transfer, no fill
-        return from_host(self.to(dtype), torch.device(device).index or 0)
+        return from_host(self.to(dtype), device_index(device), non_blocking)
     if device is not None and torch.device(device).type != "tpu":
         out = torch.empty(self.shape, dtype=dtype, device=device)
         return _tpu_copy_to_host(self, out)
+    if device is not None and device_index(device) != self.device.index:  # device to device
+        moved = _C.to_device(self, device_index(device))
+        return moved if dtype == self.dtype else to_dtype(moved, dtype)
     if dtype == self.dtype:
         return run("identity", [self])[0]
     return to_dtype(self, dtype)
-
-
-@register("resize_")
-def resize_(self, size, memory_format=None):
-    size = [int(s) for s in size]
-    _check_size(size)
-    numel = 1
-    for s in size:
-        numel *= s
-    storage = self.untyped_storage()
-    have = storage.nbytes() // max(self.element_size(), 1)
-    need = self.storage_offset() + numel
-    if need > have:
-        # a bigger storage: the old elements are kept at the front
-        base = full_tensor([need], 0, self.dtype)
-        if self.numel() > 0:
-            old = aten.as_strided.default(self, [have - self.storage_offset()], [1], self.storage_offset()) \
-                if have > self.storage_offset() else None
-            if old is not None:
-                write(aten.as_strided.default(base, [old.numel()], [1], self.storage_offset()), old)
-        storage = base.untyped_storage()
-    stride = []
-    acc = 1
-    for s in reversed(size):
-        stride.append(acc)
-        acc *= max(s, 1)
-    stride.reverse()
-    aten.set_.source_Storage_storage_offset.redispatch(_CPU_KS, self, storage, self.storage_offset(), size, stride)
-    return self
 
 
 @register("equal")
@@ -235,7 +211,8 @@ def arange_start_out(start, end, step=1, *, out):
     # a TPU, which has no f64
     kind = (torch.float64 if _C.platform() != "tpu" or dt == torch.float64 else torch.float32) if is_f else torch.int64
     res = run("arange", [(dtype_code(kind), float(start) if is_f else int(start)),
-                         (dtype_code(kind), float(step) if is_f else int(step))], [dtype_code(dt), n])[0]
+                         (dtype_code(kind), float(step) if is_f else int(step))], [dtype_code(dt), n],
+              device=out.device.index)[0]
     if tuple(out.shape) != (n,):
         out.resize_([n])
     return write(out, res)

@@ -79,23 +79,23 @@ def _add(self, other, alpha, rule="add"):
     return ew(rule, inputs, dt)
 
 
-@register("add.Tensor", out="add.out", inplace="add_.Tensor", fast="add")
+@register("add.Tensor", out="add.out", inplace="add_.Tensor", fast=True)
 def add(self, other, *, alpha=1):
     return _add(self, other, alpha)
 
 
-@register("add.Scalar", out="add.Scalar_out", inplace="add_.Scalar", fast="add")
+@register("add.Scalar", out="add.Scalar_out", inplace="add_.Scalar", fast=True)
 def add_scalar(self, other, alpha=1):
     return _add(self, other, alpha)
 
 
-@register("sub.Tensor", out="sub.out", inplace="sub_.Tensor", fast="sub")
+@register("sub.Tensor", out="sub.out", inplace="sub_.Tensor", fast=True)
 def sub(self, other, *, alpha=1):
     _no_bool_sub(self, other)
     return _add(self, other, alpha, "sub")
 
 
-@register("sub.Scalar", out="sub.Scalar_out", inplace="sub_.Scalar", fast="sub")
+@register("sub.Scalar", out="sub.Scalar_out", inplace="sub_.Scalar", fast=True)
 def sub_scalar(self, other, alpha=1):
     _no_bool_sub(self, other)
     return _add(self, other, alpha, "sub")
@@ -123,12 +123,12 @@ def _binary(rule, self, other, dt=None):
     return ew(rule, [operand(self, dt), operand(other, dt)], dt)
 
 
-@register("mul.Tensor", out="mul.out", inplace="mul_.Tensor", fast="mul")
+@register("mul.Tensor", out="mul.out", inplace="mul_.Tensor", fast=True)
 def mul(self, other):
     return _binary("mul", self, other)
 
 
-@register("mul.Scalar", out="mul.Scalar_out", inplace="mul_.Scalar", fast="mul")
+@register("mul.Scalar", out="mul.Scalar_out", inplace="mul_.Scalar", fast=True)
 def mul_scalar(self, other):
     return _binary("mul", self, other)
 
@@ -147,12 +147,12 @@ def _div(self, other, rounding_mode=None):
     return ew("div", [operand(self, dt), operand(other, dt)], dt, _MODES[rounding_mode])
 
 
-@register("div.Tensor", out="div.out", inplace="div_.Tensor", fast="div", float_only=True)
+@register("div.Tensor", out="div.out", inplace="div_.Tensor", fast=True)
 def div(self, other):
     return _div(self, other)
 
 
-@register("div.Scalar", out="div.Scalar_out", inplace="div_.Scalar", fast="div", float_only=True)
+@register("div.Scalar", out="div.Scalar_out", inplace="div_.Scalar", fast=True)
 def div_scalar(self, other):
     return _div(self, other)
 

@@ -20,7 +20,7 @@ import functools
 
 import torch
 
-from .._dispatch import Unsupported, register, run, scalar, supported, write
+from .._dispatch import Unsupported, impl, register, run, scalar, supported, write
 from .._dtypes import dtype_code, scalar_type_name
 
 _MAX_IN = 64  # TPU_OP_MAX_INPUTS
@@ -408,3 +408,24 @@ def unfold_backward(grad_in, input_sizes, dim, size, step):
     dim = dim % len(sizes)
     return run("unfold_backward", [grad_in], [dim, int(size), int(step), len(sizes), *sizes])[0]
 
+
+# ---- tensor_split with a tensor of indices -----------------------------------------
+# PyTorch's composite reads the indices on the host and insists they are on
+# the CPU; a tpu tensor is read back here (one sync) and given to that same
+# composite, so dtype/rank checks and autograd are PyTorch's.  Registered on
+# the autograd key too: a composite op's backend kernel is not reached
+# through autograd otherwise.
+def _tensor_split_tensor(self, tensor_indices_or_sections, dim=0):
+    t = tensor_indices_or_sections
+    if isinstance(t, torch.Tensor) and t.device.type == "tpu":
+        t = t.cpu()
+    # PyTorch's C++ composite itself (decompose() would pick a Python
+    # decomposition whose checks differ from the CPU's)
+    return _SPLIT._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, self, t, dim)
+
+
+_SPLIT = torch.ops.aten.tensor_split.tensor_indices_or_sections
+
+
+for _key in ("AutogradPrivateUse1", "PrivateUse1"):
+    impl("tensor_split.tensor_indices_or_sections", _tensor_split_tensor, key=_key)

@@ -1,4 +1,4 @@
-"""Matrix products (csrc/ops/linalg.c).
+"""Matrix products and the grouped matmul of MoE layers (csrc/ops/linalg.c).
 
 aten::matmul / linear / outer / ger are CompositeImplicitAutograd: PyTorch
 decomposes them into mm / bmm / addmm / _unsafe_view / mul before they reach
@@ -8,7 +8,7 @@ change).
 """
 import torch
 
-from .._dispatch import Call, coef, register, run
+from .._dispatch import Call, coef, register, run, supported
 from .._dtypes import dtype_code
 
 
@@ -82,3 +82,24 @@ def addr(self, vec1, vec2, *, beta=1, alpha=1):
         raise NotImplementedError("tpu: addr of bool tensors")
     return run("addr", [self, vec1, vec2, _scalar_arg(beta, dt, "beta"), _scalar_arg(alpha, dt, "alpha")],
                [dtype_code(dt)])[0]
+
+
+# ---- grouped matrix multiply -------------------------------------------------
+# torch._grouped_mm / F.grouped_mm, the kernel of Mixture-of-Experts layers
+# (Transformers routes MoE experts to it on tpu).  Its backward is PyTorch's
+# own formula, which calls _grouped_mm again with transposed operands (the
+# 2D x 2D layout for the weight gradient).
+
+
+@register("aten::_grouped_mm")
+def grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
+    if bias is not None:
+        raise RuntimeError("Bias tensor provided, but it is not supported yet.")
+    supported(self.dtype)
+    if self.dtype != mat2.dtype:
+        raise RuntimeError(f"grouped_mm: expected mat_a and mat_b of one dtype, got {self.dtype} and {mat2.dtype}")
+    if offs is not None and offs.dtype != torch.int32:
+        raise RuntimeError(f"Offsets tensor must be integer (int32) tensor, but got {offs.dtype}.")
+    ints = [dtype_code(out_dtype) if out_dtype is not None else 0]
+    inputs = [self, mat2] + ([offs] if offs is not None else [])
+    return run("grouped_mm", inputs, ints)[0]

@@ -1,7 +1,9 @@
 """Pooling kernels (csrc/ops/pooling.c): max pooling with indices, average
 pooling, adaptive average / max pooling over 2 spatial dims and their
-backward ops, and max_unpool2d.
+backward ops, max_unpool2d, and fractional max pooling in 2-d and 3-d.
 """
+import math
+
 import torch
 
 from .._dispatch import Unsupported, register, run, supported
@@ -93,3 +95,104 @@ def max_unpool2d(self, indices, output_size):
     return r if self.dim() == 4 else r.squeeze(0)
 
 
+# ---- fractional max pooling --------------------------------------------------
+# aten::fractional_max_pool2d / 3d follow PyTorch's CPU kernel exactly, given
+# the same `_random_samples` (the windows come from the samples; the random
+# draw itself, torch.rand on the device, is the caller's).  Arguments are
+# checked here with the CPU kernel's messages.  The backward scatters the
+# gradient at the saved indices with the index family's scatter_add rule.
+
+
+_SAMPLE_DIMS = ("time", "height", "width")
+
+
+def _check_forward(name, k, self, kernel_size, output_size, samples):
+    prefix = "fractional_max_pool2d()" if k == 2 else "fractional_max_pool3d_out()"
+    nd = self.dim()
+    if nd not in (k + 1, k + 2):
+        raise RuntimeError(f"{prefix}: Expected {k + 1}D or {k + 2}D tensor, but got: {list(self.shape)}")
+    for i in range(1, nd):
+        if self.shape[i] == 0:
+            raise RuntimeError(f"{prefix}: Expected input to have non-zero size for non-batch dimensions, but got"
+                               f"{list(self.shape)} with dimension {i} being empty.")
+    if not self.is_floating_point():
+        raise NotImplementedError(f"\"{name}_out_frame\" not implemented for '{_short(self.dtype)}'")
+    if samples.dtype != self.dtype:
+        raise RuntimeError("Expect _random_samples to have the same dtype as input")
+    if samples.dim() != 3:
+        raise RuntimeError(f"Expect _random_samples to have 3 dimensions, got {samples.dim()}")
+    N = self.shape[0] if nd == k + 2 else 1
+    C = self.shape[-k - 1]
+    if samples.shape[0] < N:
+        raise RuntimeError("Expect _random_samples.size(0) no less then input batch size.")
+    if samples.shape[1] != C:
+        raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
+    if samples.shape[2] != k:
+        raise RuntimeError(f"Expect _random_samples.size(2) equals to {k}; got {samples.shape[2]}.")
+    pool, out = [int(v) for v in kernel_size], [int(v) for v in output_size]
+    if len(pool) != k or len(out) != k:
+        raise RuntimeError(f"{name}: kernel_size must either be a single Int or tuple of Ints")
+    names = _SAMPLE_DIMS[3 - k:]
+    for d in range(k):
+        size = self.shape[nd - k + d]
+        # the 3-d CPU kernel wants a strictly smaller span than the input
+        if out[d] + pool[d] - 1 > size or (k == 3 and out[d] + pool[d] - 1 == size):
+            raise RuntimeError(f"{prefix}: pool {names[d]} {pool[d]} too large relative to input {names[d]} {size}")
+        if out[d] < 1 or pool[d] < 1:
+            raise RuntimeError(f"{prefix}: output_size and kernel_size must be positive, got {out} and {pool}")
+    return N, C, pool, out
+
+
+def _short(dt):
+    return {torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
+            torch.uint8: "Byte", torch.bool: "Bool"}.get(dt, str(dt))
+
+
+def _forward(name, k, self, kernel_size, output_size, random_samples):
+    N, C, pool, out = _check_forward(name, k, self, kernel_size, output_size, random_samples)
+    batched = self.dim() == k + 2
+    x = self if batched else self.unsqueeze(0)
+    samples = random_samples if random_samples.shape[0] == N else random_samples[:N]
+    values, indices = run("fractional_max_pool", [x, samples], [k, *pool, *out])
+    if not batched:
+        values, indices = values.squeeze(0), indices.squeeze(0)
+    return values, indices
+
+
+@register("aten::fractional_max_pool2d", out="aten::fractional_max_pool2d.output")
+def fractional_max_pool2d(self, kernel_size, output_size, random_samples):
+    return _forward("fractional_max_pool2d", 2, self, kernel_size, output_size, random_samples)
+
+
+@register("aten::fractional_max_pool3d", out="aten::fractional_max_pool3d.output")
+def fractional_max_pool3d(self, kernel_size, output_size, random_samples):
+    return _forward("fractional_max_pool3d", 3, self, kernel_size, output_size, random_samples)
+
+
+def _backward(k, grad_output, self, output_size, indices):
+    lead = list(self.shape[:self.dim() - k])
+    want = lead + [int(v) for v in output_size]
+    if list(grad_output.shape) != want or list(indices.shape) != want:
+        if k == 2:
+            raise RuntimeError("fractional_max_pool2d_backward(): gradOutput sizes unexpected")
+        for d, nm in enumerate(_SAMPLE_DIMS):
+            i = len(lead) + d
+            if grad_output.dim() <= i or grad_output.shape[i] != want[i]:
+                raise RuntimeError(f"fractional_max_pool3d_backward_out(): gradOutput {nm} unexpected")
+        raise RuntimeError(f"fractional_max_pool3d_backward_out(): indices of shape {list(indices.shape)}, "
+                           f"expected {want}")
+    plane = math.prod(self.shape[self.dim() - k:])
+    g = grad_output.reshape(lead + [-1])
+    idx = indices.reshape(lead + [-1])
+    zeros = torch.zeros(lead + [plane], dtype=self.dtype, device=self.device)
+    return run("scatter_add", [zeros, idx, g], [len(lead)])[0].view(self.shape)
+
+
+@register("aten::fractional_max_pool2d_backward", out="aten::fractional_max_pool2d_backward.grad_input")
+def fractional_max_pool2d_backward(grad_output, self, kernel_size, output_size, indices):
+    return _backward(2, grad_output, self, output_size, indices)
+
+
+@register("aten::fractional_max_pool3d_backward", out="aten::fractional_max_pool3d_backward.grad_input")
+def fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size, indices):
+    return _backward(3, grad_output, self, output_size, indices)

@@ -1,8 +1,11 @@
-"""Random sampling kernels on the device generator (see _random.py)."""
+"""Random sampling kernels.  Every sampling rule takes a generator's state
+as input 0 and returns the advanced state last; _C.op_random hands them the
+generator passed by the user (or the device's default one) and keeps the
+new state with it (csrc/torch/generator.cpp)."""
 import torch
 
-from .. import _random
-from .._dispatch import register, run, write
+from .. import _C
+from .._dispatch import NotTpuError, _fix_inputs, register, run, write, write_out
 from .._dtypes import dtype_code
 
 
@@ -15,16 +18,17 @@ def _dev(t):
     return t.device.index or 0 if isinstance(t, torch.Tensor) else 0
 
 
-def _sample(rule, like, dtype, extra_inputs, device=0):
-    st = _random.state(device)
-    *vals, new_state = run(rule, [st, *extra_inputs], _shape_attrs(like, dtype))
-    _random.advance(new_state, device)
-    return vals[0]
-
-
 def _gen_check(generator):
     if generator is not None and generator.device.type != "tpu":
         raise RuntimeError(f"Expected a 'tpu' device type for generator but found '{generator.device.type}'")
+
+
+def _sample(rule, like, dtype, extra_inputs, device=0, generator=None):
+    _gen_check(generator)
+    try:
+        return _C.op_random(rule, generator, device, extra_inputs, _shape_attrs(like, dtype))[0]
+    except NotTpuError:
+        return _C.op_random(rule, generator, device, _fix_inputs(rule, extra_inputs), _shape_attrs(like, dtype))[0]
 
 
 @register("uniform_")
@@ -32,7 +36,7 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     _gen_check(generator)
     if not self.dtype.is_floating_point:
         raise NotImplementedError(f"\"check_uniform_bounds\" not implemented for '{self.dtype}'")
-    return write(self, _sample("rng_uniform", self, self.dtype, [float(from_), float(to)], _dev(self)))
+    return write(self, _sample("rng_uniform", self, self.dtype, [float(from_), float(to)], _dev(self), generator))
 
 
 @register("normal_")
@@ -40,7 +44,7 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     _gen_check(generator)
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    return write(self, _sample("rng_normal", self, self.dtype, [float(mean), float(std)], _dev(self)))
+    return write(self, _sample("rng_normal", self, self.dtype, [float(mean), float(std)], _dev(self), generator))
 
 
 @register("random_.from")
@@ -50,7 +54,7 @@ def random_from(self, from_, to=None, *, generator=None):
         to = 2 ** 53 if self.dtype.is_floating_point else torch.iinfo(self.dtype).max + 1
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
-    return write(self, _sample("rng_randint", self, self.dtype, [int(from_), int(to)], _dev(self)))
+    return write(self, _sample("rng_randint", self, self.dtype, [int(from_), int(to)], _dev(self), generator))
 
 
 @register("random_.to")
@@ -70,38 +74,106 @@ def bernoulli_float(self, p=0.5, *, generator=None):
     _gen_check(generator)
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-    return write(self, _sample("rng_bernoulli", self, self.dtype, [float(p)], _dev(self)))
+    return write(self, _sample("rng_bernoulli", self, self.dtype, [float(p)], _dev(self), generator))
 
 
 @register("bernoulli_.Tensor")
 def bernoulli_tensor(self, p, *, generator=None):
     _gen_check(generator)
-    return write(self, _sample("rng_bernoulli", self, self.dtype, [p.expand(self.shape)], _dev(self)))
+    return write(self, _sample("rng_bernoulli", self, self.dtype, [p.expand(self.shape)], _dev(self), generator))
 
 
 @register("bernoulli")
 def bernoulli(self, *, generator=None):
     _gen_check(generator)
-    return _sample("rng_bernoulli", self, self.dtype, [self], _dev(self))
+    return _sample("rng_bernoulli", self, self.dtype, [self], _dev(self), generator)
 
 
 @register("bernoulli.p")
 def bernoulli_p(self, p, *, generator=None):
     _gen_check(generator)
-    return _sample("rng_bernoulli", self, self.dtype, [float(p)], _dev(self))
+    return _sample("rng_bernoulli", self, self.dtype, [float(p)], _dev(self), generator)
 
 
 @register("native_dropout")
 def native_dropout(input, p, train):
     if train is False or p == 0:
         return input.clone(), torch.ones_like(input, dtype=torch.bool)
-    dev = _dev(input)
-    st = _random.state(dev)
-    out, mask, new_state = run("dropout", [st, input, float(p)])
-    _random.advance(new_state, dev)
+    out, mask = _C.op_random("dropout", None, _dev(input), [input, float(p)])
     return out, mask
 
 
 @register("native_dropout_backward")
 def native_dropout_backward(grad_output, mask, scale):
     return run("dropout_backward", [grad_output, mask, float(scale)])[0]
+
+
+# ---- sampling by Gumbel keys: multinomial, randperm ---------------------------------------
+# log(p) + Gumbel noise, then the largest keys: top-k of one draw samples
+# without replacement (in the order sequential draws would give), the arg
+# max of independent draws samples with replacement; random 62-bit keys
+# sorted give a uniform permutation.  All on the device, no host sync.
+
+
+def _index_of(device):
+    from .. import _C as C
+    if device is None:
+        return C.get_device()
+    d = torch.device(device)
+    return C.get_device() if d.index is None else d.index
+
+
+def _gumbel(shape, device, generator):
+    u = _sample("rng_uniform", list(shape), torch.float32, [0.0, 1.0], device, generator)
+    return -torch.log(-torch.log(u))
+
+
+@register("multinomial")
+def multinomial(self, num_samples, replacement=False, *, generator=None):
+    if self.dim() not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not self.dtype.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: {_tname(self.dtype)}")
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    n = self.shape[-1]
+    if not replacement and num_samples > n:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if n > 2 ** 24:
+        raise RuntimeError("number of categories cannot exceed 2^24")
+    probs = run("multinomial_check", [self], [int(bool(replacement))])[0]
+    logp = torch.log(probs.float())
+    dev = _dev(self)
+    if not replacement:
+        keys = logp + _gumbel(self.shape, dev, generator)
+        return torch.topk(keys, num_samples, dim=-1).indices
+    keys = logp.unsqueeze(-2) + _gumbel((*self.shape[:-1], num_samples, n), dev, generator)
+    return torch.argmax(keys, dim=-1)
+
+
+@register("multinomial.out")
+def multinomial_out(self, num_samples, replacement=False, *, generator=None, out):
+    if out.dtype != torch.int64:
+        raise RuntimeError(f"multinomial expects Long tensor out, got: {_tname(out.dtype)}")
+    res = multinomial(self, num_samples, replacement, generator=generator)
+    return write_out(out, res, "multinomial")
+
+
+def _tname(dt):
+    return {torch.float64: "Double", torch.float32: "Float", torch.int64: "Long", torch.int32: "Int", torch.bool: "Bool", torch.uint8: "Byte",
+            torch.int16: "Short", torch.int8: "Char"}.get(dt, str(dt))
+
+
+@register("randperm.generator", out="randperm.generator_out")
+def randperm_generator(n, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    dtype = dtype or torch.int64
+    keys = _sample("rng_randint", [n], torch.int64, [0, 2 ** 62], _index_of(device), generator)
+    perm = torch.argsort(keys)
+    return perm if dtype == torch.int64 else perm.to(dtype)
+
+
+@register("randperm", out="randperm.out")
+def randperm(n, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return randperm_generator(n, generator=None, dtype=dtype, device=device)

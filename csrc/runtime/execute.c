@@ -1,0 +1,329 @@
+/* execute.c - running a pending graph, the device-side error state, and
+ * synchronize.
+ *
+ * graph_flush turns a device's graph into one program: the live outputs
+ * (values referenced beyond the graph) are its results, its cache key is
+ * the graph's structural hash plus the live set; a miss builds the text and
+ * compiles it (cache.c).  The execution is one piece of issued work
+ * (event.h): its completion callback marks it done.  Programs whose rules
+ * emit device-side checks take the device's error state as one more
+ * argument and return its new value (errors.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/hash.h"
+#include "runtime/errors.h"
+#include "runtime/event.h"
+#include "runtime/runtime_internal.h"
+
+/* ---- device-side checks: the per-device error state ------------------------------
+ * (errors.h).  Each device's state is a materialised s64[2] buffer, threaded
+ * through every program with checks (argument in, result out: the newest
+ * result becomes the state) without the host looking at it; `dirty` says a
+ * program with checks ran since the host last read it.  The host reads it
+ * where it waits anyway (host reads, synchronize; every flush in debug mode),
+ * reports a failed check once and puts a clean state back. */
+static struct {
+  int ndev;
+  tpu_value_t **state; /* per device; NULL = clean, not on the device yet */
+  unsigned char *dirty;
+} RE;
+
+static tpu_status_t err_ensure(int dev) {
+  if (dev < RE.ndev) return NULL;
+  int n = tpu_rt_device_count();
+  if (n <= dev) n = dev + 1;
+  tpu_value_t **s = (tpu_value_t **)realloc(RE.state, sizeof(*s) * (size_t)n);
+  if (!s) return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
+  RE.state = s;
+  unsigned char *d = (unsigned char *)realloc(RE.dirty, (size_t)n);
+  if (!d) return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
+  RE.dirty = d;
+  for (int i = RE.ndev; i < n; i++) {
+    RE.state[i] = NULL;
+    RE.dirty[i] = 0;
+  }
+  RE.ndev = n;
+  return NULL;
+}
+
+/* Wraps a new state buffer (moved in) as the device's state. */
+static tpu_status_t err_state_set(int dev, tpu_pjrt_buffer_t *b) {
+  tpu_hlo_type_t t = tpu_err_state_type();
+  tpu_value_t *v = value_new(&t, dev);
+  if (!v) {
+    tpu_pjrt_buffer_destroy(b);
+    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  v->buffer = b;
+  value_release(RE.state[dev]);
+  RE.state[dev] = v;
+  return NULL;
+}
+
+/* The device's current error state (a clean one is uploaded on first use). */
+tpu_status_t err_state_buffer(int dev, tpu_pjrt_buffer_t **out) {
+  TPU_PROPAGATE(err_ensure(dev));
+  if (!RE.state[dev]) {
+    int64_t clean[2], two = 2;
+    tpu_err_state_clean(clean);
+    tpu_pjrt_buffer_t *b;
+    TPU_PROPAGATE(tpu_pjrt_buffer_from_host(R.client, dev, TPU_S64, &two, 1, clean, &b));
+    TPU_PROPAGATE(err_state_set(dev, b));
+  }
+  *out = RE.state[dev]->buffer;
+  return NULL;
+}
+
+/* A program with checks ran: its last result is the new state. */
+void err_state_advance(int dev, tpu_pjrt_buffer_t *b /* moved in */) {
+  tpu_status_t st = err_state_set(dev, b);
+  if (st) { /* out of memory: the state is lost, start clean */
+    tpu_status_free(st);
+    value_release(RE.state[dev]);
+    RE.state[dev] = NULL;
+    return;
+  }
+  RE.dirty[dev] = 1;
+}
+
+static const char *err_note(void) {
+  return R.mode == TPU_MODE_DEBUG ? NULL
+                                  : "(a device-side check: reported at the first host wait after the op; "
+                                    "TORCH_TPU_EAGER_MODE=debug or TPU_LAUNCH_BLOCKING=1 raises at the op)";
+}
+
+/* Reports a state read from the device; a failed check is reported once:
+ * the state goes back to clean (programs issued meanwhile carry the same
+ * first error, so whatever state is current is dropped). */
+static tpu_status_t err_report(int dev, const int64_t host[2]) {
+  tpu_status_t st = tpu_err_status(host, err_note());
+  if (st) {
+    value_release(RE.state[dev]);
+    RE.state[dev] = NULL;
+    RE.dirty[dev] = 0;
+  }
+  return st;
+}
+
+/* A state that cannot be read (the program that made it failed on the
+ * device) is dropped: the next program starts clean instead of failing on
+ * it too. */
+static tpu_status_t err_unreadable(int dev, tpu_status_t st) {
+  value_release(RE.state[dev]);
+  RE.state[dev] = NULL;
+  RE.dirty[dev] = 0;
+  return st;
+}
+
+/* Reads the device's state (waits for it) with the lock held. */
+tpu_status_t err_check_locked(int dev) {
+  if (dev >= RE.ndev || !RE.dirty[dev] || !RE.state[dev]) return NULL;
+  int64_t host[2];
+  tpu_status_t st = tpu_pjrt_buffer_to_host(RE.state[dev]->buffer, host, sizeof(host));
+  if (st) return err_unreadable(dev, st);
+  RE.dirty[dev] = 0;
+  return err_report(dev, host);
+}
+
+/* The same without holding the lock while the device finishes. */
+tpu_status_t err_check(int dev) {
+  LOCK();
+  if (dev >= RE.ndev || !RE.dirty[dev] || !RE.state[dev]) {
+    UNLOCK();
+    return NULL;
+  }
+  tpu_value_t *v = RE.state[dev];
+  value_retain(v);
+  RE.dirty[dev] = 0;
+  UNLOCK();
+  int64_t host[2];
+  tpu_status_t st = tpu_pjrt_buffer_to_host(v->buffer, host, sizeof(host));
+  LOCK();
+  if (st) {
+    if (RE.state[dev] == v) st = err_unreadable(dev, st);
+  } else {
+    st = err_report(dev, host);
+  }
+  value_release(v);
+  UNLOCK();
+  return st;
+}
+
+void err_shutdown(void) {
+  for (int i = 0; i < RE.ndev; i++) value_release(RE.state[i]);
+  free(RE.state);
+  free(RE.dirty);
+  RE.state = NULL;
+  RE.dirty = NULL;
+  RE.ndev = 0;
+  tpu_err_table_clear();
+}
+
+tpu_status_t graph_flush(tpu_graph_t *g) {
+  if (g->nnodes == 0) {
+    if (g->ninputs) graph_discard(g);
+    return NULL;
+  }
+  /* live outputs: referenced by anything besides the graph */
+  int cap = g->nnodes * 2 + 4, nlive = 0;
+  int *live_node = (int *)malloc(sizeof(int) * (size_t)cap);
+  int *live_out = (int *)malloc(sizeof(int) * (size_t)cap);
+  if (!live_node || !live_out) {
+    free(live_node);
+    free(live_out);
+    graph_discard(g);
+    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  uint64_t key = tpu_hash_u64(g->hash, 0x3C);
+  for (int n = 0; n < g->nnodes; n++) {
+    for (int o = 0; o < g->nodes[n].nout; o++) {
+      if (g->nodes[n].outs[o]->refs > 1) {
+        if (nlive == cap) {
+          cap *= 2;
+          live_node = (int *)realloc(live_node, sizeof(int) * (size_t)cap);
+          live_out = (int *)realloc(live_out, sizeof(int) * (size_t)cap);
+        }
+        live_node[nlive] = n;
+        live_out[nlive] = o;
+        nlive++;
+        key = tpu_hash_u64(key, (uint64_t)TPU_REF_NODE(n, o));
+      }
+    }
+  }
+  tpu_status_t st = NULL;
+  if (nlive == 0) goto done;
+  R.flushes++;
+  /* ---- device-side checks: part of the program's structure ---- */
+  int nchecks = 0;
+  for (int n = 0; n < g->nnodes; n++) nchecks += g->nodes[n].nchecks;
+  if (nchecks) key = tpu_hash_u64(key, 0xC4EC000000000000ULL + (uint64_t)nchecks);
+  int dev = g->device;
+  tpu_pjrt_buffer_t *err_in = NULL;
+  if (nchecks) {
+    st = err_state_buffer(dev, &err_in);
+    if (st) goto done;
+  }
+  tpu_pjrt_exec_t *exec = tpu_cache_lookup(R.cache, key);
+  if (!exec) {
+    tpu_hlo_module_t *m = NULL;
+    const char *text;
+    size_t len;
+    st = graph_build_text(g, live_node, live_out, nlive, nchecks, &m, &text, &len);
+    if (!st) {
+      tpu_pjrt_compile_options_t co = {.num_replicas = 1, .num_partitions = 1, .device_ids = NULL, .portable = true};
+      st = tpu_cache_compile(R.cache, key, text, len, &co, &exec);
+      if (st && getenv("TORCH_TPU_DUMP_ON_ERROR")) fprintf(stderr, "%s\n", text);
+      tpu_hlo_module_destroy(m);
+    }
+    if (st) goto done;
+  }
+  {
+    tpu_pjrt_buffer_t **args = (tpu_pjrt_buffer_t **)malloc(sizeof(void *) * (size_t)(g->ninputs + 1));
+    tpu_pjrt_buffer_t **outs = (tpu_pjrt_buffer_t **)calloc((size_t)nlive + 1, sizeof(void *));
+    if (!args || !outs) {
+      free(args);
+      free(outs);
+      st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
+      goto done;
+    }
+    for (int i = 0; i < g->ninputs; i++) args[i] = g->inputs[i]->buffer;
+    if (nchecks) args[g->ninputs] = err_in;
+    tpu_pjrt_buffer_t *const *arg_lists[1] = {args};
+    tpu_pjrt_buffer_t **out_lists[1] = {outs};
+    int device = g->device;
+    int64_t out_bytes = 0;
+    for (int i = 0; i < nlive; i++) {
+      const tpu_hlo_type_t *t = &g->nodes[live_node[i]].outs[live_out[i]]->type;
+      out_bytes += tpu_hlo_type_numel(t) * (int64_t)tpu_dtype_size(t->dtype);
+    }
+    st = memory_check(device, out_bytes, g->nodes[live_node[0]].rule->name);
+    uint64_t seq = 0;
+    if (!st) {
+      seq = tpu_work_issue();
+      tpu_pjrt_execute_options_t eo = {.device = device, .non_donatable = NULL, .num_non_donatable = 0,
+                                       .wait = R.mode == TPU_MODE_DEBUG,
+                                       .on_done = tpu_work_done, .on_done_arg = (void *)(uintptr_t)seq};
+      st = tpu_pjrt_execute(exec, arg_lists, 1, (size_t)g->ninputs + (nchecks ? 1 : 0), &eo, out_lists);
+      R.executions++;
+      /* waited (debug) or failed before running: this piece is done now */
+      if (st || R.mode == TPU_MODE_DEBUG) tpu_work_done(NULL, (void *)(uintptr_t)seq);
+    }
+    if (!st) {
+      for (int i = 0; i < nlive; i++) {
+        tpu_value_t *v = g->nodes[live_node[i]].outs[live_out[i]];
+        v->buffer = outs[i];
+        v->node = -1;
+      }
+      /* ---- device-side checks: the new state; debug mode reports at the op ---- */
+      if (nchecks) {
+        err_state_advance(dev, outs[nlive]);
+        if (R.mode == TPU_MODE_DEBUG) st = err_check_locked(dev);
+      }
+    }
+    free(args);
+    free(outs);
+  }
+done:
+  free(live_node);
+  free(live_out);
+  graph_discard(g);
+  return st;
+}
+
+tpu_status_t flush_all(void) {
+  tpu_status_t first = NULL;
+  for (int d = 0; d < TPU_PJRT_MAX_DEVICES; d++) {
+    tpu_graph_t *g = &R.graphs[d];
+    if (!g->ready || (!g->nnodes && !g->ninputs)) continue;
+    tpu_status_t st = graph_flush(g);
+    if (st && !first) first = st;
+    else tpu_status_free(st);
+  }
+  return first;
+}
+
+tpu_status_t maybe_flush_after_op(tpu_graph_t *g) {
+  if (R.mode != TPU_MODE_FUSED || g->nnodes >= R.fused_max_nodes) return graph_flush(g);
+  return NULL;
+}
+
+tpu_status_t tpu_rt_flush(void) {
+  LOCK();
+  tpu_status_t st = flush_all();
+  UNLOCK();
+  return st;
+}
+
+tpu_status_t tpu_rt_flush_device(int device) {
+  LOCK();
+  tpu_status_t st = device >= 0 && device < TPU_PJRT_MAX_DEVICES && R.graphs[device].ready
+                        ? graph_flush(&R.graphs[device]) : NULL;
+  UNLOCK();
+  return st;
+}
+
+int tpu_rt_pending_nodes(void) {
+  int n = 0;
+  for (int d = 0; d < TPU_PJRT_MAX_DEVICES; d++) n += R.graphs[d].nnodes;
+  return n;
+}
+
+
+tpu_status_t tpu_rt_synchronize(void) {
+  LOCK();
+  tpu_status_t st = flush_all();
+  int ndev = RE.ndev;
+  UNLOCK();
+  /* PJRT has no device-wide barrier: wait for every piece of work issued */
+  tpu_status_t wst = tpu_work_wait_all();
+  if (st) {
+    tpu_status_free(wst);
+    return st;
+  }
+  /* a host wait: a failed device-side check raises here (errors.h) */
+  for (int d = 0; d < ndev && !wst; d++) wst = err_check(d);
+  return wst;
+}

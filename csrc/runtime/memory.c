@@ -1,0 +1,100 @@
+/* memory.c - device memory: what this process holds (counted by the pjrt
+ * layer for every plugin), what the device has (the plugin's figures, or
+ * host RAM and MemAvailable for the CPU plugin, which reports none), and the
+ * limit an allocation is checked against before it reaches the plugin.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/runtime_internal.h"
+
+/* Host memory stands for device memory on the CPU plugin. */
+static void host_memory(int64_t *total, int64_t *avail) {
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  *total = pages > 0 && psize > 0 ? (int64_t)pages * psize : 0;
+  *avail = *total;
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return;
+  char line[256];
+  long long kb;
+  while (fgets(line, sizeof(line), f)) {
+    if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) {
+      *avail = (int64_t)kb * 1024;
+      break;
+    }
+  }
+  fclose(f);
+}
+
+static void memory_info_locked(int device, tpu_rt_memory_info_t *out) {
+  memset(out, 0, sizeof(*out));
+  tpu_pjrt_memory_stats(R.client, device, &out->stats);
+  int64_t total = out->stats.plugin_bytes_limit, free_b;
+  if (total > 0) {
+    int64_t used = out->stats.plugin_bytes_in_use >= 0 ? out->stats.plugin_bytes_in_use : out->stats.bytes_in_use;
+    free_b = total - used;
+  } else {
+    host_memory(&total, &free_b);
+  }
+  out->total_bytes = total;
+  out->free_bytes = free_b < 0 ? 0 : free_b;
+  out->limit_bytes = R.mem_limit[device] > 0 ? R.mem_limit[device] : total;
+}
+
+tpu_status_t tpu_rt_memory_info(int device, tpu_rt_memory_info_t *out) {
+  memset(out, 0, sizeof(*out));
+  LOCK();
+  tpu_status_t st = check_started_device(device);
+  if (!st) memory_info_locked(device, out);
+  UNLOCK();
+  return st;
+}
+
+tpu_status_t tpu_rt_set_memory_limit(int device, int64_t bytes) {
+  LOCK();
+  tpu_status_t st = check_started_device(device);
+  if (!st) R.mem_limit[device] = bytes > 0 ? bytes : 0;
+  UNLOCK();
+  return st;
+}
+
+static void fmt_bytes(int64_t b, char *buf, size_t n) {
+  double v = (double)b;
+  const char *u[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int i = 0;
+  while (v >= 1024 && i < 5) {
+    v /= 1024;
+    i++;
+  }
+  if (i == 0) snprintf(buf, n, "%lld bytes", (long long)b);
+  else snprintf(buf, n, "%.2f %s", v, u[i]);
+}
+
+/* Refuses an allocation of `request` bytes that would pass the device's
+ * limit (set_per_process_memory_fraction, or its whole capacity), with
+ * CUDA's message shape; the engine maps it to torch.OutOfMemoryError. */
+tpu_status_t memory_check(int device, int64_t request, const char *what) {
+  if (request <= 0 || device < 0 || device >= TPU_PJRT_MAX_DEVICES) return NULL;
+  tpu_pjrt_memory_stats_t ms;
+  tpu_pjrt_memory_stats(NULL, device, &ms);
+  int64_t limit = R.mem_limit[device];
+  if (limit <= 0 && ms.bytes_in_use + request < ((int64_t)1 << 30)) return NULL; /* the common case: no probe */
+  tpu_rt_memory_info_t mi;
+  memory_info_locked(device, &mi);
+  if (limit <= 0) limit = mi.total_bytes;
+  if (limit <= 0 || ms.bytes_in_use + request <= limit) return NULL;
+  char a[32], b[32], c[32], d[32];
+  fmt_bytes(request, a, sizeof(a));
+  fmt_bytes(mi.total_bytes, b, sizeof(b));
+  fmt_bytes(ms.bytes_in_use, c, sizeof(c));
+  fmt_bytes(limit, d, sizeof(d));
+  return tpu_status_make(TPU_RESOURCE_EXHAUSTED,
+                         "tpu out of memory (%s). Tried to allocate %s. tpu:%d has a total capacity of %s; this "
+                         "process holds %s in device buffers and may use %s.",
+                         what, a, device, b, c, d);
+}
+
+void tpu_rt_memory_reset_peak(int device) { tpu_pjrt_memory_reset_peak(device); }
+void tpu_rt_memory_reset_accumulated(int device) { tpu_pjrt_memory_reset_accumulated(device); }
+

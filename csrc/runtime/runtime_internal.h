@@ -1,0 +1,190 @@
+/* runtime_internal.h - what the runtime's files share (not for other layers).
+ *
+ *   runtime.c   lifetime, modes, statistics; the op and write entry points
+ *   storage.c   values, storages (lazy, untyped, resize) and views
+ *   graph.c     the pending graphs (one per device): recording, signatures,
+ *               inputs, the program text
+ *   execute.c   running a graph (flush), the device-side error state,
+ *               synchronize
+ *   scalar.c    Python numbers as device inputs, and their cache
+ *   transfer.c  host <-> device copies, DMA mapping
+ *   memory.c    device memory figures, limits, the out-of-memory check
+ *   event.c     the record of issued work and events (event.h)
+ *   errors.c    the error state's checks and messages (errors.h)
+ *   cache.c     the program cache (cache.h)
+ *
+ * Every function here expects the runtime lock held (LOCK()), except where
+ * its comment says otherwise.
+ */
+#ifndef TPU_RUNTIME_RUNTIME_INTERNAL_H_
+#define TPU_RUNTIME_RUNTIME_INTERNAL_H_
+
+#include <pthread.h>
+
+#include "base/arena.h"
+#include "runtime/cache.h"
+#include "runtime/runtime.h"
+
+/* ---- values and storages ------------------------------------------------------ */
+
+struct tpu_value {
+  int refs;
+  tpu_hlo_type_t type;
+  int device;
+  tpu_pjrt_buffer_t *buffer; /* materialised */
+  int node;                  /* pending: producing node in its device's graph; -1 otherwise */
+  int out_index;
+  uint64_t in_epoch; /* graph-input dedupe */
+  int in_index;
+};
+
+/* A storage's value is NULL until first used: such a storage reads as
+ * zeros (a fill node in the graph that reads it), so torch.empty and
+ * allocator storages cost nothing until touched.  An untyped storage (made
+ * from a byte count by the allocator) takes the dtype of the first view
+ * that touches it. */
+struct tpu_storage {
+  int refs;
+  tpu_dtype_t dtype;
+  int64_t numel;
+  int device;
+  bool untyped;
+  tpu_value_t *value;
+};
+
+tpu_value_t *value_new(const tpu_hlo_type_t *type, int device);
+void value_retain(tpu_value_t *v);
+void value_release(tpu_value_t *v);
+tpu_storage_t *storage_new(tpu_value_t *value /* ref moved in */);
+tpu_storage_t *storage_new_lazy(int device, tpu_dtype_t dtype, int64_t numel, bool untyped);
+
+/* Views: bounds and dtype checks (an untyped storage takes the view's
+ * dtype); identity test; the attrs of view_read / view_write. */
+tpu_status_t check_view(tpu_storage_t *s, const tpu_view_t *view);
+bool view_is_identity(const tpu_view_t *view, const tpu_hlo_type_t *t);
+#define TPU_VIEW_ATTRS (2 + 2 * TPU_MAX_RANK + 1)
+int view_attrs(const tpu_view_t *v, int64_t *ints);
+
+/* ---- the pending graphs --------------------------------------------------------- */
+
+/* A reference inside a graph: >= 0 node output (node * 16 + out), < 0 input -(i+1). */
+typedef int32_t tpu_ref_t;
+#define TPU_REF_NODE(n, o) ((tpu_ref_t)((n) * TPU_OP_MAX_OUTPUTS + (o)))
+#define TPU_REF_INPUT(i) ((tpu_ref_t)(-(i) - 1))
+
+typedef struct tpu_node {
+  const tpu_op_rule_t *rule;
+  int nin;
+  tpu_ref_t *in;
+  tpu_op_attrs_t attrs;
+  int nout;
+  tpu_value_t *outs[TPU_OP_MAX_OUTPUTS];
+  int nchecks; /* device-side checks its rule emits (errors.h) */
+} tpu_node_t;
+
+#define TPU_GRAPH_SCALARS 64
+/* The work recorded for one device and not yet run. */
+typedef struct tpu_graph {
+  bool ready; /* arena initialised */
+  int device;
+  tpu_arena_t arena;
+  tpu_value_t **inputs;
+  int ninputs, cap_inputs;
+  tpu_node_t *nodes;
+  int nnodes, cap_nodes;
+  uint64_t epoch;
+  uint64_t hash;
+  int nscalars; /* scalar inputs by content */
+  uint64_t scalar_keys[TPU_GRAPH_SCALARS];
+  int scalar_inputs[TPU_GRAPH_SCALARS];
+} tpu_graph_t;
+
+/* Output signature of one op on given input types (shape inference cache). */
+typedef struct tpu_sig {
+  uint64_t key;
+  int nout;
+  int nchecks; /* device-side checks the rule emits for these types */
+  tpu_hlo_type_t types[TPU_OP_MAX_OUTPUTS];
+  struct tpu_sig *next;
+} tpu_sig_t;
+#define TPU_SIG_BUCKETS 4096
+#define TPU_SIG_MAX 65536
+
+tpu_graph_t *graph_of(int device);
+void graph_discard(tpu_graph_t *g);      /* drops what is pending (failure, shutdown) */
+void graph_free(tpu_graph_t *g);         /* shutdown */
+void graph_truncate(tpu_graph_t *g, int nnodes); /* rolls back a failed op's nodes */
+tpu_status_t graph_add_node(tpu_graph_t *g, const tpu_op_rule_t *rule, const tpu_ref_t *in, int nin,
+                            const tpu_op_attrs_t *attrs, tpu_node_t **out_node);
+/* A reference to an input's contents (a view read folded in; a number as a
+ * 0-d input, one per distinct number). */
+tpu_status_t input_ref(tpu_graph_t *g, const tpu_rt_input_t *in, tpu_ref_t *out);
+/* A storage's value seen as `dtype` (bitcast when they differ; zeros when
+ * it has no value). */
+tpu_status_t storage_ref(tpu_graph_t *g, tpu_storage_t *s, tpu_dtype_t dtype, tpu_ref_t *out,
+                         const tpu_hlo_type_t **out_type);
+/* The StableHLO text of g returning its live outputs (and, with checks, the
+ * new error state as one more result). */
+tpu_status_t graph_build_text(tpu_graph_t *g, const int *live_node, const int *live_out, int nlive, int nchecks,
+                              tpu_hlo_module_t **out_m, const char **out_text, size_t *out_len);
+void sigs_free(void);
+
+/* ---- execution ---------------------------------------------------------------------- */
+tpu_status_t graph_flush(tpu_graph_t *g);
+tpu_status_t flush_all(void);
+tpu_status_t maybe_flush_after_op(tpu_graph_t *g);
+/* device-side checks (execute.c): the device's state as an argument, and
+ * the new state after a program; read at host waits. */
+tpu_status_t err_state_buffer(int dev, tpu_pjrt_buffer_t **out);
+void err_state_advance(int dev, tpu_pjrt_buffer_t *b /* moved in */);
+tpu_status_t err_check_locked(int dev);
+tpu_status_t err_check(int dev); /* without the lock held */
+int err_devices(void);
+void err_shutdown(void);
+
+/* ---- scalars, memory -------------------------------------------------------------------- */
+#define TPU_SCALAR_SLOTS 256
+typedef struct tpu_scalar_slot {
+  int used;
+  tpu_dtype_t dtype;
+  int device;
+  uint64_t bits;
+  tpu_value_t *value;
+} tpu_scalar_slot_t;
+tpu_status_t scalar_value(const tpu_rt_input_t *in, int device, tpu_value_t **out);
+void scalars_clear(void);
+int scalars_used(void);
+
+tpu_status_t memory_check(int device, int64_t request, const char *what);
+tpu_status_t check_started_device(int device);
+
+/* ---- the process-wide runtime ----------------------------------------------------------- */
+typedef struct tpu_runtime {
+  int initialized;
+  pthread_mutex_t lock;
+  tpu_pjrt_client_t *client;
+  tpu_cache_t *cache;
+  tpu_eager_mode_t mode;
+  int fused_max_nodes;
+  tpu_graph_t graphs[TPU_PJRT_MAX_DEVICES];
+  tpu_sig_t *sigs[TPU_SIG_BUCKETS];
+  int64_t nsigs;
+  tpu_scalar_slot_t scalars[TPU_SCALAR_SLOTS];
+  uint64_t scalar_seen[TPU_SCALAR_SLOTS];
+  int64_t mem_limit[TPU_PJRT_MAX_DEVICES]; /* bytes; 0 = the device's capacity */
+  int64_t executions, flushes, ops_recorded, live_values, live_storages;
+  int64_t scalar_hits, scalar_misses;
+} tpu_runtime_t;
+
+extern tpu_runtime_t tpu_rt_state;
+#define R tpu_rt_state
+
+#define TPU_NOT_STARTED_MSG                                                                        \
+  "torch_tpu: no PJRT plugin is loaded, so the tpu device cannot run anything. Set "             \
+  "TORCH_TPU_PJRT_PLUGIN=/path/to/a/pjrt_plugin.so or install the CPU plugin with "              \
+  "`pip install xla-cpu-pjrt==0.0.1` (torch.tpu.init() shows why loading failed)"
+
+#define LOCK() pthread_mutex_lock(&R.lock)
+#define UNLOCK() pthread_mutex_unlock(&R.lock)
+
+#endif /* TPU_RUNTIME_RUNTIME_INTERNAL_H_ */

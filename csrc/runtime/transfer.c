@@ -1,0 +1,202 @@
+/* transfer.c - host <-> device copies: synchronous uploads, asynchronous
+ * ones from pinned memory (issued work, see event.h), reads of a view back
+ * to the host (the one place the host waits for a value), DMA mapping.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/event.h"
+#include "runtime/runtime_internal.h"
+
+tpu_status_t tpu_rt_storage_from_host(int device, tpu_dtype_t dtype, const int64_t *dims, int rank, const void *data,
+                                      tpu_storage_t **out_storage) {
+  *out_storage = NULL;
+  LOCK();
+  tpu_status_t st = check_started_device(device);
+  if (st) {
+    UNLOCK();
+    return st;
+  }
+  int64_t numel = 1;
+  for (int d = 0; d < rank; d++) numel *= dims[d];
+  tpu_pjrt_buffer_t *buf;
+  st = memory_check(device, numel * (int64_t)tpu_dtype_size(dtype), "copying to the device");
+  if (!st) st = tpu_pjrt_buffer_from_host(R.client, device, dtype, dims, rank, data, &buf);
+  if (st) {
+    UNLOCK();
+    return st;
+  }
+  tpu_hlo_type_t t = tpu_hlo_type_make(dtype, rank, dims);
+  tpu_value_t *v = value_new(&t, device);
+  tpu_storage_t *s = v ? storage_new(v) : NULL;
+  if (!s) {
+    if (v) value_release(v);
+    else tpu_pjrt_buffer_destroy(buf);
+    UNLOCK();
+    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  v->buffer = buf;
+  *out_storage = s;
+  UNLOCK();
+  return NULL;
+}
+
+/* An asynchronous upload is a piece of work (events and synchronize
+ * cover it); its completion also tells the caller the host memory is free. */
+typedef struct upload_done {
+  uint64_t seq;
+  tpu_pjrt_done_fn done;
+  void *arg;
+} upload_done_t;
+
+static void upload_finished(tpu_status_t st, void *arg) {
+  upload_done_t u = *(upload_done_t *)arg;
+  free(arg);
+  tpu_work_done(st ? tpu_status_annotate(st, "copying to the device") : NULL, (void *)(uintptr_t)u.seq);
+  u.done(NULL, u.arg);
+}
+
+tpu_status_t tpu_rt_storage_from_host_async(int device, tpu_dtype_t dtype, const int64_t *dims, int rank,
+                                            const void *data, tpu_pjrt_done_fn done, void *arg,
+                                            tpu_storage_t **out_storage) {
+  *out_storage = NULL;
+  LOCK();
+  tpu_status_t st = check_started_device(device);
+  int64_t numel = 1;
+  for (int d = 0; d < rank; d++) numel *= dims[d];
+  if (!st) st = memory_check(device, numel * (int64_t)tpu_dtype_size(dtype), "copying to the device");
+  upload_done_t *u = st ? NULL : (upload_done_t *)malloc(sizeof(*u));
+  if (!st && !u) st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
+  if (st) {
+    UNLOCK();
+    return st;
+  }
+  u->done = done;
+  u->arg = arg;
+  u->seq = tpu_work_issue();
+  tpu_pjrt_buffer_t *buf = NULL;
+  st = tpu_pjrt_buffer_from_host_async(R.client, device, dtype, dims, rank, data, upload_finished, u, &buf);
+  if (st) {
+    tpu_work_done(NULL, (void *)(uintptr_t)u->seq);
+    free(u);
+    UNLOCK();
+    return st;
+  }
+  tpu_hlo_type_t t = tpu_hlo_type_make(dtype, rank, dims);
+  tpu_value_t *v = value_new(&t, device);
+  tpu_storage_t *s = v ? storage_new(v) : NULL;
+  if (!s) {
+    if (v) value_release(v);
+    else tpu_pjrt_buffer_destroy(buf);
+    UNLOCK();
+    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  v->buffer = buf;
+  *out_storage = s;
+  UNLOCK();
+  return NULL;
+}
+
+tpu_status_t tpu_rt_dma_map(void *data, size_t size) {
+  LOCK();
+  tpu_status_t st = R.initialized ? tpu_pjrt_dma_map(R.client, data, size)
+                                  : tpu_status_make(TPU_FAILED_PRECONDITION, TPU_NOT_STARTED_MSG);
+  UNLOCK();
+  return st;
+}
+
+tpu_status_t tpu_rt_dma_unmap(void *data) {
+  LOCK();
+  tpu_status_t st = R.initialized ? tpu_pjrt_dma_unmap(R.client, data)
+                                  : tpu_status_make(TPU_FAILED_PRECONDITION, TPU_NOT_STARTED_MSG);
+  UNLOCK();
+  return st;
+}
+
+/* The value of a view of s as a materialised value of its own (a view_read
+ * node run now, unless the view is the whole value).  Lock held. */
+static tpu_status_t view_value(tpu_storage_t *s, const tpu_view_t *view, tpu_value_t **out) {
+  *out = NULL;
+  TPU_PROPAGATE(check_view(s, view));
+  tpu_graph_t *g = graph_of(s->device);
+  tpu_value_t *v = NULL;
+  tpu_status_t st = NULL;
+  if (s->value && view->dtype == s->value->type.dtype && view_is_identity(view, &s->value->type)) {
+    v = s->value;
+    value_retain(v);
+    if (!v->buffer) st = graph_flush(g);
+  } else {
+    tpu_ref_t base;
+    const tpu_hlo_type_t *bt;
+    int mark = g->nnodes;
+    st = storage_ref(g, s, view->dtype, &base, &bt);
+    int64_t ints[TPU_VIEW_ATTRS];
+    tpu_op_attrs_t a = {view_attrs(view, ints), ints, 0, NULL};
+    tpu_node_t *node = NULL;
+    if (!st) st = graph_add_node(g, tpu_op_rule_find("view_read"), &base, 1, &a, &node);
+    if (st) graph_truncate(g, mark);
+    else {
+      v = node->outs[0];
+      value_retain(v);
+      st = graph_flush(g);
+    }
+  }
+  if (!st && v && !v->buffer) st = tpu_status_make(TPU_FAILED_PRECONDITION, "tensor value was never computed");
+  if (st && v) {
+    value_release(v);
+    v = NULL;
+  }
+  *out = v;
+  return st;
+}
+
+tpu_status_t tpu_rt_view_to_device(tpu_storage_t *s, const tpu_view_t *view, int device, tpu_storage_t **out_storage) {
+  *out_storage = NULL;
+  LOCK();
+  tpu_status_t st = check_started_device(device);
+  tpu_value_t *v = NULL;
+  if (!st) st = view_value(s, view, &v);
+  int64_t numel = 1;
+  for (int d = 0; d < view->rank; d++) numel *= view->sizes[d];
+  if (!st) st = memory_check(device, numel * (int64_t)tpu_dtype_size(view->dtype), "copying between devices");
+  tpu_pjrt_buffer_t *buf = NULL;
+  if (!st) st = tpu_pjrt_buffer_copy_to_device(v->buffer, device, &buf);
+  if (v) value_release(v);
+  if (st) {
+    UNLOCK();
+    return st;
+  }
+  tpu_hlo_type_t t = tpu_hlo_type_make(view->dtype, view->rank, view->sizes);
+  tpu_value_t *nv = value_new(&t, device);
+  tpu_storage_t *ns = nv ? storage_new(nv) : NULL;
+  if (!ns) {
+    if (nv) value_release(nv);
+    else tpu_pjrt_buffer_destroy(buf);
+    UNLOCK();
+    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  nv->buffer = buf;
+  *out_storage = ns;
+  UNLOCK();
+  return NULL;
+}
+
+tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void *dst, size_t nbytes) {
+  LOCK();
+  tpu_value_t *v = NULL;
+  tpu_status_t st = view_value(s, view, &v);
+  tpu_pjrt_buffer_t *buf = (!st && v) ? v->buffer : NULL;
+  UNLOCK();
+  /* a host wait: a failed device-side check raises here (errors.h) */
+  if (!st) st = err_check(s->device);
+  if (st) buf = NULL;
+  /* the copy itself runs without the lock held */
+  if (buf) st = tpu_pjrt_buffer_to_host(buf, dst, nbytes);
+  if (v) {
+    LOCK();
+    value_release(v);
+    UNLOCK();
+  }
+  return st;
+}
+

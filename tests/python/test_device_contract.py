@@ -1,0 +1,400 @@
+"""The device contracts PyTorch programs rely on, checked against PyTorch CPU
+or the torch.cuda contract: module conversion keeps Parameter identity,
+generators, streams and events, memory statistics, storage resize, pinned
+memory, out-of-memory, lazy start and torch.tpu's torch.cuda-shaped API."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torch_tpu
+
+TPU = torch.device("tpu")
+
+
+# ---- module conversion ---------------------------------------------------------------
+
+
+class _Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(11, 8)
+        self.norm = nn.LayerNorm(8)
+        self.head = nn.Linear(8, 11, bias=False)
+        self.head.weight = self.emb.weight  # tied, as GPT-2's lm_head / wte
+        self.register_buffer("scale", torch.tensor(0.5))
+
+    def forward(self, idx):
+        return self.head(self.norm(self.emb(idx)) * self.scale)
+
+
+def test_to_keeps_parameter_and_buffer_objects():
+    m = _Tied()
+    params = {n: p for n, p in m.named_parameters()}
+    buffers = {n: b for n, b in m.named_buffers()}
+    m.to(TPU)
+    for n, p in m.named_parameters():
+        assert p is params[n] and p.device.type == "tpu"
+    for n, b in m.named_buffers():  # buffers are reassigned, as on CUDA (Module._apply)
+        assert b.device.type == "tpu" and torch.equal(b.cpu(), buffers[n])
+    assert m.head.weight is m.emb.weight
+    m.to("cpu")
+    for n, p in m.named_parameters():
+        assert p is params[n] and p.device.type == "cpu"
+
+
+def test_tied_weights_train_like_cpu():
+    torch.manual_seed(0)
+    cpu = _Tied()
+    dev = _Tied()
+    dev.load_state_dict(cpu.state_dict())
+    dev.to(TPU)
+    idx = torch.randint(0, 11, (4, 5))
+    for model, d in ((cpu, "cpu"), (dev, TPU)):
+        loss = F.cross_entropy(model(idx.to(d)).flatten(0, 1), idx.to(d).flatten())
+        loss.backward()
+    # one Parameter, one gradient: the sum of both uses, as on CPU
+    torch.testing.assert_close(dev.emb.weight.grad.cpu(), cpu.emb.weight.grad, rtol=1e-4, atol=1e-5)
+    assert dev.head.weight.grad is dev.emb.weight.grad
+
+
+def test_optimizer_built_before_to_trains():
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2))
+    m = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2))
+    m.load_state_dict(ref.state_dict())
+    opt = torch.optim.Adam(m.parameters(), lr=0.05)  # built before the move
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=0.05)
+    m.to(TPU)
+    x, y = torch.randn(16, 6), torch.randn(16, 2)
+    for _ in range(3):
+        for model, o, d in ((ref, ref_opt, "cpu"), (m, opt, TPU)):
+            o.zero_grad()
+            F.mse_loss(model(x.to(d)), y.to(d)).backward()
+            o.step()
+    for a, b in zip(m.parameters(), ref.parameters()):
+        torch.testing.assert_close(a.cpu(), b.detach(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("conv", ["bf16", "half", "double"])
+def test_dtype_conversion_keeps_identity(conv):
+    m = nn.Linear(3, 2).to(TPU)
+    w = m.weight
+    want = {"bf16": torch.bfloat16, "half": torch.float16, "double": torch.float64}[conv]
+    ref = w.detach().cpu().to(want)
+    getattr(m, {"bf16": "bfloat16", "half": "half", "double": "double"}[conv])()
+    assert m.weight is w and w.dtype == want and w.device.type == "tpu"
+    assert torch.equal(w.detach().cpu(), ref)
+
+
+def test_load_state_dict_assign_and_to_empty():
+    m = nn.Linear(4, 3)
+    sd = {k: v.to(TPU) for k, v in nn.Linear(4, 3).state_dict().items()}
+    m.load_state_dict(sd, assign=True)
+    assert m.weight.device.type == "tpu" and isinstance(m.weight, nn.Parameter)
+    assert torch.equal(m.weight.detach().cpu(), sd["weight"].cpu())
+    with torch.device("meta"):
+        e = nn.Linear(4, 3)
+    e.to_empty(device=TPU)
+    assert e.weight.device.type == "tpu" and e.weight.shape == (3, 4)
+    nn.init.ones_(e.weight)
+    assert torch.equal(e.weight.detach().cpu(), torch.ones(3, 4))
+
+
+# ---- generators ------------------------------------------------------------------------
+
+
+def _draws(g):
+    return [
+        torch.randn(5, device=TPU, generator=g),
+        torch.rand(5, device=TPU, generator=g),
+        torch.randint(0, 100, (5,), device=TPU, generator=g),
+        torch.empty(5, device=TPU).normal_(1.0, 2.0, generator=g),
+        torch.empty(5, device=TPU).uniform_(-1, 1, generator=g),
+        torch.empty(5, device=TPU).bernoulli_(0.5, generator=g),
+        torch.multinomial(torch.tensor([0.2, 0.3, 0.5], device=TPU), 4, replacement=True, generator=g),
+        torch.randperm(7, device=TPU, generator=g),
+    ]
+
+
+def test_generator_same_seed_same_numbers_and_independent():
+    g1, g2 = torch.Generator(device="tpu"), torch.Generator(device="tpu")
+    g1.manual_seed(1234)
+    a = [t.cpu() for t in _draws(g1)]
+    g1.manual_seed(1234)
+    g2.manual_seed(99)
+    _draws(g2)  # using another generator changes nothing for g1
+    b = [t.cpu() for t in _draws(g1)]
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
+    g2.manual_seed(98)
+    c = [t.cpu() for t in _draws(g2)]
+    assert not torch.equal(a[0], c[0])
+    assert g1.initial_seed() == 1234 and g1.device.type == "tpu"
+
+
+def test_generator_state_roundtrip_and_seed():
+    g = torch.Generator(device="tpu")
+    s = g.seed()
+    assert g.initial_seed() == s
+    torch.randn(3, device=TPU, generator=g)
+    state = g.get_state()
+    assert state.dtype == torch.uint8 and state.device.type == "cpu" and state.numel() == 16
+    a = torch.randn(8, device=TPU, generator=g).cpu()
+    g.set_state(state)
+    assert torch.equal(torch.randn(8, device=TPU, generator=g).cpu(), a)
+
+
+def test_global_seed_and_fork_rng():
+    torch.manual_seed(7)
+    a = torch.randn(6, device=TPU).cpu()
+    torch.manual_seed(7)
+    assert torch.equal(torch.randn(6, device=TPU).cpu(), a)
+    with torch.random.fork_rng(device_type="tpu"):
+        torch.randn(100, device=TPU)
+    b = torch.randn(6, device=TPU).cpu()
+    torch.manual_seed(7)
+    torch.randn(6, device=TPU)
+    assert torch.equal(torch.randn(6, device=TPU).cpu(), b)
+    state = torch.tpu.get_rng_state()
+    c = torch.rand(4, device=TPU).cpu()
+    torch.tpu.set_rng_state(state)
+    assert torch.equal(torch.rand(4, device=TPU).cpu(), c)
+
+
+def test_dropout_follows_the_seed():
+    x = torch.ones(64, 64, device=TPU)
+    torch.manual_seed(3)
+    a = F.dropout(x, 0.5).cpu()
+    torch.manual_seed(3)
+    b = F.dropout(x, 0.5).cpu()
+    assert torch.equal(a, b)
+    assert 0.4 < (a == 0).float().mean().item() < 0.6
+
+
+def test_multinomial_and_randperm_statistics():
+    g = torch.Generator(device="tpu").manual_seed(5)
+    p = torch.tensor([0.1, 0.0, 0.6, 0.3], device=TPU)
+    s = torch.multinomial(p, 20000, replacement=True, generator=g).cpu()
+    freq = torch.bincount(s, minlength=4).double() / s.numel()
+    torch.testing.assert_close(freq, torch.tensor([0.1, 0.0, 0.6, 0.3], dtype=torch.double), atol=0.02, rtol=0)
+    no_rep = torch.multinomial(p.expand(50, 4), 3, generator=g).cpu()
+    assert all(len(set(r.tolist())) == 3 and 1 not in r.tolist() for r in no_rep)
+    perm = torch.randperm(100, device=TPU, generator=g).cpu()
+    assert torch.equal(perm.sort().values, torch.arange(100))
+
+
+def test_generator_bad_input():
+    with pytest.raises(RuntimeError, match="Expected a 'tpu' device type for generator"):
+        torch.randn(3, device=TPU, generator=torch.Generator())
+    g = torch.Generator(device="tpu")
+    with pytest.raises(RuntimeError, match="wrong size"):
+        g.set_state(torch.zeros(3, dtype=torch.uint8))
+    with pytest.raises(TypeError, match="ByteTensor"):
+        g.set_state(torch.zeros(16, dtype=torch.float32))
+
+
+# ---- streams and events -------------------------------------------------------------
+
+
+def _work(n=30, size=256):
+    x = torch.randn(size, size, device=TPU)
+    for _ in range(n):
+        x = torch.tanh(x @ x) * 0.5
+    return x
+
+
+def test_events_time_device_work():
+    start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+    assert start.query()  # never recorded: complete, as CUDA
+    start.record()
+    y = _work()
+    end.record()
+    end.synchronize()
+    assert end.query()
+    ms = start.elapsed_time(end)
+    assert ms > 0
+    # an event recorded after the work is done only once the work is
+    e = torch.Event("tpu", enable_timing=True)
+    e.record()
+    e.synchronize()
+    assert e.query() and isinstance(e, torch.tpu.Event)
+    assert torch.isfinite(y).all().item()
+
+
+def test_event_elapsed_needs_recorded_events():
+    a, b = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+    a.record()
+    with pytest.raises(ValueError, match="recorded"):  # c10::Event's own check, as for CUDA
+        a.elapsed_time(b)
+
+
+def test_streams_api():
+    s = torch.tpu.Stream()
+    assert isinstance(s, torch.tpu.Stream) and s.device.type == "tpu"
+    default = torch.tpu.default_stream()
+    assert torch.tpu.current_stream() == default
+    with torch.tpu.stream(s):
+        assert torch.tpu.current_stream() == s
+        x = torch.ones(4, device=TPU) * 3
+        ev = s.record_event()
+    assert torch.tpu.current_stream() == default
+    default.wait_event(ev)
+    default.wait_stream(s)
+    s.synchronize()
+    assert s.query()
+    assert torch.equal(x.cpu(), torch.full((4,), 3.0))
+    torch.tpu.set_stream(s)
+    assert torch.accelerator.current_stream() == s
+    torch.tpu.set_stream(default)
+    torch.accelerator.synchronize()
+    torch.tpu.synchronize()
+
+
+def test_event_of_another_device_type():
+    ev = torch.tpu.Event()
+    with pytest.raises(RuntimeError):
+        ev.record(torch.Stream("cpu"))
+
+
+# ---- memory -----------------------------------------------------------------------------
+
+
+def test_memory_allocated_moves_by_tensor_size():
+    torch.tpu.synchronize()
+    base = torch.tpu.memory_allocated()
+    t = torch.ones(256, 1024, device=TPU)  # 1 MiB
+    torch.tpu.synchronize()
+    assert torch.tpu.memory_allocated() - base == 256 * 1024 * 4
+    assert torch.accelerator.memory_allocated() == torch.tpu.memory_allocated()
+    assert torch.tpu.max_memory_allocated() >= torch.tpu.memory_allocated()
+    assert torch.tpu.memory_reserved() >= torch.tpu.memory_allocated()
+    del t
+    assert torch.tpu.memory_allocated() == base
+    torch.tpu.reset_peak_memory_stats()
+    assert torch.tpu.max_memory_allocated() == torch.tpu.memory_allocated()
+    stats = torch.tpu.memory_stats()
+    assert stats["allocated_bytes.all.current"] == base
+    free, total = torch.tpu.mem_get_info()
+    assert 0 < free <= total
+    torch.tpu.empty_cache()
+
+
+def test_storage_resize_releases_and_reallocates():
+    x = torch.arange(1 << 16, dtype=torch.float32, device=TPU) + 1  # 256 KiB
+    torch.tpu.synchronize()
+    base = torch.tpu.memory_allocated()
+    st = x.untyped_storage()
+    st.resize_(0)
+    assert st.nbytes() == 0
+    assert base - torch.tpu.memory_allocated() >= (1 << 16) * 4
+    st.resize_((1 << 16) * 4)  # re-allocated, as FSDP2 does before the all-gather
+    x.copy_(torch.full((1 << 16,), 2.0))
+    assert x.sum().item() == 2.0 * (1 << 16)
+
+
+def test_storage_resize_keeps_prefix_and_aliases():
+    x = torch.arange(6, dtype=torch.float32, device=TPU)
+    v = x[2:4]
+    x.resize_(10)  # grows the storage in place
+    assert torch.equal(x[:6].cpu(), torch.arange(6, dtype=torch.float32))
+    x[3] = 30.0
+    assert v.cpu().tolist() == [2.0, 30.0]
+    s = torch.UntypedStorage(16, device=TPU)
+    assert s.device.type == "tpu" and s.nbytes() == 16
+    t = torch.tensor([], device=TPU).set_(s).view(torch.float32)
+    assert t.cpu().tolist() == [0.0] * 4
+
+
+def test_view_of_shrunken_storage_raises():
+    x = torch.arange(10.0, device=TPU)
+    v = x[5:]
+    x.untyped_storage().resize_(0)
+    with pytest.raises(RuntimeError, match="out of bounds for storage"):
+        (v + 1).cpu()
+
+
+def test_out_of_memory_is_torch_oom_and_recovers():
+    with pytest.raises(torch.OutOfMemoryError, match="Tried to allocate 4.00 TiB"):
+        z = torch.zeros(1 << 40, device=TPU)  # kept: its buffer must exist
+        z[-1].item()
+    torch.tpu.set_per_process_memory_fraction(1e-6)
+    try:
+        with pytest.raises(torch.OutOfMemoryError, match="out of memory"):
+            o = torch.ones(1 << 22, device=TPU)
+            o[-1].item()
+    finally:
+        torch.tpu.set_per_process_memory_fraction(1.0)
+    assert torch.ones(1 << 22, device=TPU).sum().item() == float(1 << 22)
+
+
+# ---- pinned memory ------------------------------------------------------------------------
+
+
+def test_pinned_memory_and_non_blocking_copy():
+    x = torch.randn(1000, 100)
+    assert not x.is_pinned()
+    p = x.pin_memory()
+    assert p.is_pinned() and torch.equal(p, x)
+    y = p.to(TPU, non_blocking=True)
+    z = p[10:20].to(TPU, non_blocking=True)
+    del p  # freed while the copy may still read it: held until done
+    torch.tpu.synchronize()
+    assert torch.equal(y.cpu(), x) and torch.equal(z.cpu(), x[10:20])
+
+
+def test_dataloader_pin_memory():
+    ds = torch.utils.data.TensorDataset(torch.randn(12, 3), torch.arange(12))
+    seen = 0
+    for xb, yb in torch.utils.data.DataLoader(ds, batch_size=4, pin_memory=True):
+        assert xb.is_pinned() and yb.is_pinned()
+        out = xb.to(TPU, non_blocking=True) * 2
+        torch.testing.assert_close(out.cpu(), xb * 2)
+        seen += len(yb)
+    assert seen == 12
+
+
+# ---- torch.tpu mirrors torch.cuda -----------------------------------------------------------
+
+
+def test_torch_tpu_api():
+    assert torch.tpu.is_available() and torch.tpu.device_count() >= 1
+    assert torch.tpu.is_bf16_supported()
+    props = torch.tpu.get_device_properties(0)
+    assert props.total_memory > 0 and isinstance(props.name, str)
+    assert torch.tpu.get_device_name() == props.name
+    with torch.tpu.device(0):
+        assert torch.tpu.current_device() == 0
+    assert torch.accelerator.current_accelerator().type == "tpu"
+    with torch.tpu.amp.autocast():
+        y = torch.mm(torch.ones(2, 2, device=TPU), torch.ones(2, 2, device=TPU))
+    assert y.dtype == torch.bfloat16
+    assert torch.ones(1).tpu().device.type == "tpu" and torch.ones(1, device=TPU).is_tpu
+    with pytest.raises(RuntimeError):
+        torch.tpu.set_device(torch.tpu.device_count())
+
+
+# ---- lazy start ----------------------------------------------------------------------------
+
+_LAZY = r"""
+import torch, torch_tpu
+from torch_tpu import _C
+maps = open("/proc/self/maps").read()
+print("started", _C.initialized(), "plugin_loaded", "xla_cpu_pjrt" in maps, "tpu", torch.tpu.is_available())
+torch.manual_seed(1)
+print("after_seed", _C.initialized())
+x = torch.ones(2, device="tpu")
+print("after_use", _C.initialized(), "xla_cpu_pjrt" in open("/proc/self/maps").read(), x.sum().item())
+"""
+
+
+def test_plugin_loads_on_first_use_not_at_import():
+    r = subprocess.run([sys.executable, "-c", _LAZY], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "started False plugin_loaded False tpu True" in r.stdout
+    assert "after_seed False" in r.stdout
+    assert "after_use True True 2.0" in r.stdout

@@ -1,0 +1,126 @@
+"""torch.distributed on tpu: the "tpu_dist" c10d backend (also named "tpu").
+
+Registered when torch_tpu is imported (a few dictionary entries; nothing
+connects until a process group is made):
+
+    torch.tpu.set_device(local_rank)
+    dist.init_process_group()            # tpu tensors -> tpu_dist, cpu tensors -> gloo
+    dist.init_process_group("tpu_dist")  # or "tpu": the same backend for tpu and cpu tensors
+
+The backend is C++ (csrc/torch/c10d_backend.cpp), registered for the tpu
+device of PyTorch's own ProcessGroup, so DDP's reducer, FSDP2, DTensor and
+the functional collectives reach it through PyTorch's dispatch with no
+Python frame of ours per collective.
+
+Transports (TORCH_TPU_DIST_TRANSPORT):
+  auto  (default) the in-XLA transport where the plugin has cross-process
+        collectives, else host; today every plugin gets host
+  host  tpu tensors staged through host memory and reduced by gloo on the
+        group's store; works with every plugin (the XLA CPU plugin has only
+        in-process collectives)
+  xla   collectives recorded into the lazy graph as StableHLO collectives
+        (not available yet: see docs/ARCHITECTURE.md, "Distributed")
+
+TORCH_TPU_DIST_CHECK=0 turns off the per-collective agreement check (ranks
+exchange op, dtype and shape first and raise one clear error on a mismatch).
+"""
+import os
+
+import torch
+
+from . import _C
+
+BACKEND_NAMES = ("tpu_dist", "tpu")
+TRANSPORTS = ("auto", "host", "xla")
+
+
+def transport():
+    """The transport new process groups use, from TORCH_TPU_DIST_TRANSPORT."""
+    name = os.environ.get("TORCH_TPU_DIST_TRANSPORT", "auto").strip().lower() or "auto"
+    if name not in TRANSPORTS:
+        raise ValueError(f"TORCH_TPU_DIST_TRANSPORT={name!r}: expected one of {', '.join(TRANSPORTS)}")
+    if name == "auto":
+        return "xla" if _plugin_has_collectives() else "host"
+    return name
+
+
+def _plugin_has_collectives():
+    """Whether the loaded plugin runs collectives across processes (PJRT
+    multi-node: node_id/num_nodes and the key-value callbacks).  The XLA CPU
+    plugin ignores both; no plugin is wired for it yet."""
+    return False
+
+
+def _check_enabled():
+    return os.environ.get("TORCH_TPU_DIST_CHECK", "1").strip() not in ("0", "false", "False", "")
+
+
+def _create_backend(dist_opts, backend_opts=None):
+    """Backend.register_backend's creator (extended API): one c10d Backend
+    for a new group on every rank."""
+    kind = transport()
+    if kind == "xla":
+        return _create_xla_backend(dist_opts, backend_opts)
+    return _create_host_backend(dist_opts)
+
+
+def _create_host_backend(dist_opts):
+    from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo
+
+    rank, size, timeout = dist_opts.group_rank, dist_opts.group_size, dist_opts.timeout
+    # the host collectives get their own gloo context on the group's store
+    host = ProcessGroupGloo(PrefixStore("tpu_dist_host/", dist_opts.store), rank, size, timeout)
+    host.options.global_ranks_in_group = list(dist_opts.global_ranks_in_group)
+    host.options.group_name = dist_opts.group_id
+    return _C._tpu_dist_host_backend(host, rank, size, timeout.total_seconds(), dist_opts.group_id,
+                                     _check_enabled())
+
+
+def _create_xla_backend(dist_opts, backend_opts):
+    # The seam for the in-XLA transport: a Backend that records collectives
+    # into the lazy graph (StableHLO all_reduce / all_gather / reduce_scatter /
+    # all_to_all / collective_permute over the group's replica groups), with
+    # the PJRT client created with node_id/num_nodes and its key-value
+    # callbacks wired to dist_opts.store.
+    raise NotImplementedError(
+        "TORCH_TPU_DIST_TRANSPORT=xla: collectives inside XLA programs need a PJRT plugin with cross-process "
+        "collectives, and torch_tpu does not wire one yet; use TORCH_TPU_DIST_TRANSPORT=host (the default)")
+
+
+def register():
+    """Registers "tpu_dist" and "tpu" with torch.distributed (idempotent)."""
+    if not torch.distributed.is_available():
+        return
+    from torch.distributed import Backend
+
+    for name in BACKEND_NAMES:
+        if name.upper() in Backend._plugins:
+            continue
+        # cpu too: init_process_group("tpu_dist") then serves cpu tensors
+        # (object collectives, DCP's metadata) through the same gloo context;
+        # with no backend named, cpu gets gloo (below).
+        Backend.register_backend(name, _create_backend, extended_api=True, devices=["tpu", "cpu"])
+    _default_config_adds_cpu()
+
+
+def _default_config_adds_cpu():
+    """init_process_group() with no backend: PyTorch 2.13 maps only the
+    accelerator's device (tpu -> tpu_dist) yet sets gloo as the group's
+    default backend, so cpu tensors would find no backend.  Groups made with
+    no backend get "tpu:tpu_dist,cpu:gloo" instead (PyTorch's own
+    BackendConfig, with the cpu entry added after it ran)."""
+    from torch.distributed import distributed_c10d as c10d
+
+    cls = c10d.BackendConfig
+    if getattr(cls.__init__, "_tpu_adds_cpu", False):
+        return
+    original = cls.__init__
+
+    def __init__(self, backend):
+        original(self, backend)
+        if (str(backend) == c10d.Backend.UNDEFINED and set(self.device_backend_map) == {"tpu"}
+                and c10d.is_gloo_available()):
+            self.device_backend_map["cpu"] = c10d.Backend(c10d.Backend.GLOO)
+
+    __init__._tpu_adds_cpu = True
+    cls.__init__ = __init__
