@@ -8,6 +8,8 @@ float32, following CUDA's lists."""
 import torch
 from torch.utils._pytree import tree_map
 
+from ._dispatch import fallthrough, impl, overload
+
 _KEY = "AutocastPrivateUse1"
 _EXCLUDE = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
 
@@ -28,15 +30,6 @@ FP32 = [
     "multilabel_margin_loss", "hinge_embedding_loss", "multi_margin_loss",
 ]
 
-_lib = torch.library.Library("aten", "IMPL")
-_fallthrough = torch.library.Library("_", "IMPL")
-
-
-def _op(name):
-    base, _, overload = name.partition(".")
-    return getattr(getattr(torch.ops.aten, base), overload or "default")
-
-
 def _kernel(op, policy):
     def cast(x):
         if isinstance(x, torch.Tensor) and x.is_floating_point() and x.device.type == "tpu":
@@ -52,14 +45,14 @@ def _kernel(op, policy):
 
 
 def register():
-    _fallthrough.fallback(torch.library.fallthrough_kernel, _KEY)
+    fallthrough(_KEY)
     for policy, names in (("lower", LOWER_PRECISION), ("fp32", FP32)):
         for name in names:
             try:
-                op = _op(name)
+                op = overload(name)
             except AttributeError:
                 continue
             try:
-                _lib.impl(name, _kernel(op, policy), _KEY)
+                impl(name, _kernel(op, policy), key=_KEY)
             except RuntimeError:
                 pass  # already has an autocast kernel for this key

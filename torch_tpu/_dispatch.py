@@ -1,25 +1,31 @@
-"""How ATen overloads reach the engine: registration, the run() bridge,
-derived out=/in-place variants, and the CPU fallback.
+"""How ATen overloads reach the engine: the one registration path
+(register / impl, with out= and in-place variants derived and one fallback
+behaviour), the run() bridge to the C rules, the helpers kernels pass
+arguments with, and the CPU fallback.
 
 See torch_tpu/ops/README.md for the contract kernels are written against.
 """
 import os
 import threading
 import warnings
+from typing import NamedTuple
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from . import _C
-from ._dtypes import CODE, dtype_code
+from ._dtypes import CODE, coef_dtype, dtype_code, scalar_type_name
 
 _lib = torch.library.Library("aten", "IMPL")
+_fallback_lib = torch.library.Library("_", "IMPL")
 _registered = {}  # "add.Tensor" -> python function
 NotTpuError = _C.NotTpuError
 # A case a kernel (or a lowering rule, via TPU_UNIMPLEMENTED) cannot take on
 # the device: the op then runs through the CPU fallback, counted and warned.
 Unsupported = _C.Unsupported
 
+
+# ---- arguments ------------------------------------------------------------------
 
 class scalar(tuple):
     """A Python number passed to a rule as a 0-d input of a chosen dtype."""
@@ -30,8 +36,68 @@ class scalar(tuple):
         return tuple.__new__(cls, (CODE[dtype], value))
 
 
+def number(v, dtype):
+    """v as the Python number type of dtype (float, bool or int)."""
+    if dtype.is_floating_point:
+        return float(v)
+    if dtype == torch.bool:
+        return bool(v)
+    return int(v)
+
+
+def coef(v, dtype):
+    """A Scalar argument (alpha, beta, a threshold ...) of an op whose result
+    is `dtype`, as a 0-d runtime input in the type PyTorch computes it in
+    (see _dtypes.coef_dtype): a changing value never recompiles.  A 0-d tpu
+    tensor (foreach ops' tensor of scalars) stays on the device: the rule
+    converts it to the compute type, as it would the number."""
+    if isinstance(v, torch.Tensor):
+        if _C.is_tpu(v):
+            return v
+        v = v.item()
+    c = coef_dtype(dtype)
+    return scalar(number(v, c), c)
+
+
+def float_coef(v, dtype):
+    """A float parameter (eps, momentum, beta, delta) as a 0-d runtime input:
+    float64 for double results, float32 otherwise."""
+    return coef(float(v.item() if isinstance(v, torch.Tensor) else v), torch.promote_types(dtype, torch.float32))
+
+
+def operand(x, dtype):
+    """An elementwise operand: a tpu tensor as is; a Python number or a 0-d
+    CPU tensor as a 0-d input of `dtype` (the rule converts to the result
+    dtype anyway).  Complex values have no device form: Unsupported."""
+    if isinstance(x, torch.Tensor):
+        if x.is_complex():
+            raise Unsupported("complex operand")
+        if x.device.type == "cpu" and x.dim() == 0:
+            return scalar(number(x.item(), dtype), dtype)
+        return x
+    if isinstance(x, complex):
+        raise Unsupported("complex operand")
+    return scalar(number(x, dtype), dtype)
+
+
+def supported(dtype):
+    """dtype itself if the engine computes in it, else Unsupported (complex
+    and the types without a code run through the CPU fallback)."""
+    if dtype.is_complex or dtype not in CODE:
+        raise Unsupported(f"dtype {dtype}")
+    return dtype
+
+
+# ---- running rules ---------------------------------------------------------------
+
 def _is_tpu(t):
     return isinstance(t, torch.Tensor) and t.device.type == "tpu"
+
+
+def _upload(x, device=None):
+    """A CPU tensor as a new tpu tensor on device index `device` (None: the
+    current device), through the dispatcher's copy."""
+    return x.to(torch.device("tpu", _C.get_device() if device is None else device))
 
 
 def _fix_inputs(rule, inputs):
@@ -72,9 +138,18 @@ def run(rule, inputs, ints=(), floats=(), device=None):
         return _C.op(rule, _fix_inputs(rule, inputs), ints, floats, device)
 
 
-def _upload(x):
-    from .ops.core import from_host
-    return from_host(x)
+class Call(NamedTuple):
+    """One rule call with its arguments, not yet run.  A kernel may return a
+    Call instead of a tensor (register runs it and returns its first
+    output); the foreach kernels run the Calls of a whole list as one node,
+    so a foreach op lowers exactly as its per-tensor op."""
+    rule: str
+    inputs: list
+    ints: tuple = ()
+    floats: tuple = ()
+
+    def run(self):
+        return run(self.rule, self.inputs, self.ints, self.floats)[0]
 
 
 def to_dtype(t, dtype):
@@ -88,7 +163,8 @@ def write(dst, src):
     every alias of dst sees the write."""
     if dst.is_complex() and not (isinstance(src, torch.Tensor) and _C.is_tpu(src)):
         # complex numbers travel as tensors, not as scalar inputs
-        src = _upload(torch.as_tensor(src.item() if isinstance(src, torch.Tensor) else src, dtype=dst.dtype))
+        src = _upload(torch.as_tensor(src.item() if isinstance(src, torch.Tensor) else src, dtype=dst.dtype),
+                      dst.device.index)
     if isinstance(src, torch.Tensor):
         if not _C.is_tpu(src):
             if src.dim() == 0 and src.device.type == "cpu":
@@ -105,6 +181,51 @@ def write(dst, src):
     return dst
 
 
+def cast_check(res_dtype, out_dtype, opname):
+    if not torch.can_cast(res_dtype, out_dtype):
+        raise RuntimeError(
+            f"{opname}: result type {scalar_type_name(res_dtype)} can't be cast to the desired output type "
+            f"{scalar_type_name(out_dtype)}"
+        )
+
+
+def resize_out(out, shape):
+    if tuple(out.shape) != tuple(shape):
+        out.resize_(shape)
+    return out
+
+
+def write_out(out, res, opname="out"):
+    cast_check(res.dtype, out.dtype, opname)
+    resize_out(out, res.shape)
+    write(out, res)
+    return out
+
+
+def check_inplace(self, res, opname):
+    """PyTorch's checks before an in-place op writes res into self."""
+    cast_check(res.dtype, self.dtype, opname)
+    if tuple(res.shape) != tuple(self.shape):
+        raise RuntimeError(
+            f"{opname}: output with shape {list(self.shape)} doesn't match the broadcast shape {list(res.shape)}"
+        )
+
+
+def write_inplace(self, res, opname):
+    """self[...] = res for an in-place op (checked like PyTorch)."""
+    check_inplace(self, res, opname)
+    write(self, res)
+    return self
+
+
+# ---- registration -------------------------------------------------------------------
+
+def overload(name):
+    """The OpOverload of an ATen name: "aten::add.Tensor", "add.Tensor", "add"."""
+    base, _, ovl = _strip(name).partition(".")
+    return getattr(getattr(torch.ops.aten, base), ovl or "default")
+
+
 def _strip(name):
     return name[len("aten::"):] if name.startswith("aten::") else name
 
@@ -115,49 +236,34 @@ def _as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
-def _schema(name):
-    base, _, overload = _strip(name).partition(".")
-    packet = getattr(torch.ops.aten, base)
-    return getattr(packet, overload or "default")._schema
-
-
 def _out_arg_names(name):
-    return [a.name for a in _schema(name).arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+    return [a.name for a in overload(name)._schema.arguments
+            if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
 
 
-def _cast_check(res_dtype, out_dtype, opname):
-    if not torch.can_cast(res_dtype, out_dtype):
-        raise RuntimeError(
-            f"{opname}: result type {_short(res_dtype)} can't be cast to the desired output type {_short(out_dtype)}"
-        )
+def _runs_calls(fn):
+    """fn, with a returned Call run (its first output returned)."""
+    def kernel(*args, **kwargs):
+        res = fn(*args, **kwargs)
+        return res.run() if type(res) is Call else res
 
-
-def _short(dt):
-    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
-            torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
-            torch.uint8: "Byte", torch.bool: "Bool"}.get(dt, str(dt))
-
-
-def resize_out(out, shape):
-    if tuple(out.shape) != tuple(shape):
-        out.resize_(shape)
-    return out
-
-
-def write_out(out, res, opname="out"):
-    _cast_check(res.dtype, out.dtype, opname)
-    resize_out(out, res.shape)
-    write(out, res)
-    return out
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    return kernel
 
 
 def _make_out(fn, outs, opname):
     def out_variant(*args, **kwargs):
         targets = [kwargs.pop(n) for n in outs]
         res = fn(*args, **kwargs)
-        results = res if isinstance(res, (tuple, list)) else (res,)
+        results = (res,) if len(targets) == 1 else res
         for o, r in zip(targets, results):
-            write_out(o, r, opname)
+            if isinstance(o, (list, tuple)):  # a Tensor[] out (foreach ops)
+                for oi, ri in zip(o, r):
+                    write_out(oi, ri, opname)
+            else:
+                write_out(o, r, opname)
+        if isinstance(targets[0], (list, tuple)):
+            return None
         return targets[0] if len(targets) == 1 else tuple(targets)
 
     return out_variant
@@ -165,25 +271,13 @@ def _make_out(fn, outs, opname):
 
 def _make_inplace(fn, opname):
     def inplace_variant(self, *args, **kwargs):
-        res = fn(self, *args, **kwargs)
-        _cast_check(res.dtype, self.dtype, opname)
-        if tuple(res.shape) != tuple(self.shape):
-            raise RuntimeError(
-                f"{opname}: output with shape {list(self.shape)} doesn't match the broadcast shape {list(res.shape)}"
-            )
-        write(self, res)
-        return self
+        return write_inplace(self, fn(self, *args, **kwargs), opname)
 
     return inplace_variant
 
 
-def _op_of(name):
-    base, _, overload = name.partition(".")
-    return getattr(getattr(torch.ops.aten, base), overload or "default")
-
-
 def _with_fallback(fn, name):
-    op = _op_of(name)
+    op = overload(name)
 
     def kernel(*args, **kwargs):
         try:
@@ -199,26 +293,39 @@ def _with_fallback(fn, name):
     return kernel
 
 
-def impl(name, fn, fallback=True):
-    """Registers fn as the tpu kernel of the ATen overload `name`.  Python
-    kernels are wrapped so that Unsupported sends the call to the CPU
-    fallback; C kernels (fallback=False) handle their own slow path."""
+def impl(name, fn, key="PrivateUse1"):
+    """Registers fn as the `key` kernel of the ATen overload `name`.  A tpu
+    kernel is wrapped with the one fallback behaviour: Unsupported, raised
+    by the kernel or by a rule's TPU_UNIMPLEMENTED, runs the call through
+    the CPU fallback.  Other keys (autocast) get fn as it is."""
     name = _strip(name)
-    _lib.impl(name, _with_fallback(fn, name) if fallback else fn, "PrivateUse1")
-    _registered[name] = fn
+    if key == "PrivateUse1":
+        _registered[name] = fn
+        fn = _with_fallback(fn, name)
+    _lib.impl(name, fn, key)
 
 
-def register(functional, out=None, inplace=None):
-    """Decorator: registers fn for the functional overload(s) and derives the
-    out= and in-place overloads named."""
+def register(functional=None, out=None, inplace=None, fast=False):
+    """Decorator: registers fn (which returns tensors or a Call) for the
+    functional overload(s) and derives the out= and in-place overloads named.
+    fast=True (add/sub/mul/div) makes the functional overload's kernel the
+    C++ one (csrc/torch/arith.cpp): it runs the common cases with no Python
+    and hands the rest, and a rule's TPU_UNIMPLEMENTED, to this kernel,
+    wrapped like every other (so the CPU fallback behaves the same)."""
 
     def deco(fn):
+        kernel = _runs_calls(fn)
         for n in _as_list(functional):
-            impl(n, fn)
+            if fast:
+                n = _strip(n)
+                _registered[n] = fn
+                _C.register_fast_kernel(n, _with_fallback(kernel, n))
+            else:
+                impl(n, kernel)
         for n in _as_list(out):
-            impl(n, _make_out(fn, _out_arg_names(n), _strip(n)))
+            impl(n, _make_out(kernel, _out_arg_names(n), _strip(n)))
         for n in _as_list(inplace):
-            impl(n, _make_inplace(fn, _strip(n)))
+            impl(n, _make_inplace(kernel, _strip(n)))
         return fn
 
     return deco
@@ -226,6 +333,11 @@ def register(functional, out=None, inplace=None):
 
 def registered():
     return dict(_registered)
+
+
+def fallthrough(key):
+    """Every op without a kernel for `key` falls through it (autocast)."""
+    _fallback_lib.fallback(torch.library.fallthrough_kernel, key)
 
 
 # ---- CPU fallback -------------------------------------------------------------
@@ -324,11 +436,12 @@ def _first_use_fallback(op, *args, **kwargs):
     return _cpu_fallback(op, *args, **kwargs)
 
 
-_fallback_lib = None
+_fallback_installed = False
 
 
 def install_fallback():
-    global _fallback_lib
-    if _fallback_lib is None:
-        _fallback_lib = torch.library.Library("_", "IMPL")
+    """The PrivateUse1 fallback, registered once (at import of torch_tpu)."""
+    global _fallback_installed
+    if not _fallback_installed:
+        _fallback_installed = True
         _fallback_lib.fallback(_first_use_fallback, "PrivateUse1")

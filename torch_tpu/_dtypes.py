@@ -1,4 +1,7 @@
-"""torch.dtype <-> engine dtype codes (the PJRT element type numbers)."""
+"""dtypes: torch.dtype <-> engine dtype codes (the PJRT element type
+numbers), PyTorch's ScalarType names for messages, and the two dtype rules
+adapters share: the type a result computes in (opmath) and the type a
+Scalar argument is passed in."""
 import torch
 
 _TABLE = [
@@ -12,9 +15,42 @@ DTYPE = [None] * 16
 for _dt, _c in _TABLE:
     DTYPE[_c] = _dt
 
+# PyTorch's ScalarType names, as its messages print them ("result type Float
+# can't be cast to the desired output type Long").
+_NAMES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
+          torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
+          torch.uint8: "Byte", torch.bool: "Bool"}
+
+HALF = (torch.float16, torch.bfloat16)
+
 
 def dtype_code(dtype):
     try:
         return CODE[dtype]
     except KeyError:
         raise TypeError(f"tpu does not support dtype {dtype}") from None
+
+
+def scalar_type_name(dtype):
+    """"Float", "Long", "BFloat16" ... (str(dtype) for the others)."""
+    return _NAMES.get(dtype, str(dtype))
+
+
+def opmath(dtype):
+    """The type a result of `dtype` computes and accumulates in: float32 for
+    the half types, the dtype itself otherwise (PyTorch's opmath / acc_type;
+    the C rules' tpu_op_opmath)."""
+    return torch.float32 if dtype in HALF else dtype
+
+
+def coef_dtype(dtype):
+    """The type PyTorch converts a Scalar argument (alpha, beta, eps, a
+    ScalarList entry ...) to for a result of `dtype`: float64 for double,
+    float32 for the other floating types, bool for bool, int64 otherwise."""
+    if dtype == torch.float64:
+        return torch.float64
+    if dtype.is_floating_point:
+        return torch.float32
+    if dtype == torch.bool:
+        return torch.bool
+    return torch.int64

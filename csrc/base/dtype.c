@@ -32,6 +32,22 @@ const char *tpu_dtype_mlir(tpu_dtype_t dt) {
   }
 }
 
+const char *tpu_dtype_scalar_type(tpu_dtype_t dt) {
+  switch (dt) {
+    case TPU_F32: return "Float";
+    case TPU_F64: return "Double";
+    case TPU_F16: return "Half";
+    case TPU_BF16: return "BFloat16";
+    case TPU_S64: return "Long";
+    case TPU_S32: return "Int";
+    case TPU_S16: return "Short";
+    case TPU_S8: return "Char";
+    case TPU_U8: return "Byte";
+    case TPU_PRED: return "Bool";
+    default: return tpu_dtype_name(dt);
+  }
+}
+
 const char *tpu_dtype_name(tpu_dtype_t dt) {
   switch (dt) {
     case TPU_PRED: return "bool";

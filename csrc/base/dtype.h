@@ -35,6 +35,9 @@ size_t tpu_dtype_size(tpu_dtype_t dt);
 const char *tpu_dtype_mlir(tpu_dtype_t dt);
 /* Short name for messages: "float32", "bool", "int64" ... (PyTorch names). */
 const char *tpu_dtype_name(tpu_dtype_t dt);
+/* PyTorch's ScalarType name for messages: "Float", "Long", "BFloat16" ...
+ * (tpu_dtype_name for the others). */
+const char *tpu_dtype_scalar_type(tpu_dtype_t dt);
 int tpu_dtype_is_float(tpu_dtype_t dt);   /* f16 bf16 f32 f64 */
 int tpu_dtype_is_int(tpu_dtype_t dt);     /* signed or unsigned integers, not pred */
 int tpu_dtype_is_signed(tpu_dtype_t dt);  /* s* and floats */

@@ -1,6 +1,7 @@
 /* core.c - the rules the runtime itself needs: reading and writing views of
- * a storage, reinterpreting its bytes, fills.  (dtype conversion is the
- * elementwise rule "convert".)
+ * a storage, reinterpreting its bytes, identity (a contiguous copy).
+ * (dtype conversion is the elementwise rule "convert"; fills and ranges are
+ * in factory.c.)
  *
  * View attrs layout (view_read, view_write):
  *   ints = [rank, sizes[rank]..., strides[rank]..., offset]
@@ -235,34 +236,6 @@ static void rule_view_write(tpu_op_ctx_t *c) {
   tpu_op_set_output(c, res);
 }
 
-/* full: in[0] 0-d fill value (runtime scalar); ints = [dtype, rank, dims...]. */
-static void rule_full(tpu_op_ctx_t *c) {
-  tpu_dtype_t dt = (tpu_dtype_t)tpu_op_int(c, 0);
-  int64_t rank = tpu_op_int(c, 1);
-  if (rank < 0 || rank > TPU_MAX_RANK || tpu_op_nints(c) < 2 + rank) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "full: bad shape attributes");
-    return;
-  }
-  int64_t dims[TPU_MAX_RANK];
-  for (int i = 0; i < rank; i++) {
-    dims[i] = tpu_op_int(c, 2 + i);
-    if (dims[i] < 0) {
-      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "full: Trying to create tensor with negative dimension %lld",
-                  (long long)dims[i]);
-      return;
-    }
-  }
-  tpu_hlo_value_t v = c->in[0];
-  if (dt == TPU_PRED) {
-    const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, v);
-    if (t && t->dtype != TPU_PRED) v = tpu_hlo_compare(c->f, "NE", v, tpu_hlo_constant(c->f, *t, 0));
-  } else {
-    v = tpu_hlo_cast(c->f, v, dt);
-  }
-  tpu_hlo_type_t out = tpu_hlo_type_make(dt, (int)rank, dims);
-  tpu_op_set_output(c, tpu_hlo_broadcast_in_dim(c->f, v, out, NULL));
-}
-
 /* bitcast_flat: ints = [dtype B].  Reinterprets the bytes of x (any shape,
  * dtype A) as a flat array of B (a storage viewed with another dtype, as
  * torch.save / UntypedStorage copies do).  bool travels as one byte. */
@@ -336,36 +309,13 @@ static void rule_bitcast_flat(tpu_op_ctx_t *c) {
   tpu_op_set_output(c, y);
 }
 
-/* arange: in = [start, step] (0-d runtime scalars); ints = [dtype, n].
- * start + i * step computed in the scalars' type (f64 as PyTorch's CPU
- * kernel does where the platform has it; s64 for integers), then converted. */
-static void rule_arange(tpu_op_ctx_t *c) {
-  tpu_hlo_func_t *f = c->f;
-  tpu_dtype_t dt = (tpu_dtype_t)tpu_op_int(c, 0);
-  int64_t n = tpu_op_int(c, 1);
-  if (n < 0) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "arange: negative length %lld", (long long)n);
-    return;
-  }
-  const tpu_hlo_type_t *st = tpu_hlo_type_of(f, c->in[0]);
-  tpu_dtype_t ct = tpu_dtype_is_float(st->dtype) ? st->dtype : TPU_S64;
-  tpu_hlo_type_t t = tpu_hlo_type_make(ct, 1, &n);
-  tpu_hlo_value_t i = tpu_hlo_iota(f, t, 0);
-  tpu_hlo_value_t start = tpu_hlo_broadcast_to(f, tpu_hlo_cast(f, c->in[0], ct), 1, &n);
-  tpu_hlo_value_t step = tpu_hlo_broadcast_to(f, tpu_hlo_cast(f, c->in[1], ct), 1, &n);
-  tpu_hlo_value_t v = tpu_hlo_binary(f, "add", start, tpu_hlo_binary(f, "multiply", i, step));
-  tpu_op_set_output(c, tpu_hlo_cast(f, v, dt));
-}
-
 /* identity: returns its input (a contiguous copy materialises a view). */
 static void rule_identity(tpu_op_ctx_t *c) { tpu_op_set_output(c, c->in[0]); }
 
 const tpu_op_rule_t tpu_rules_core[] = {
     {"view_read", rule_view_read, 1, 1},
     {"view_write", rule_view_write, 2, 2},
-    {"full", rule_full, 1, 1},
     {"identity", rule_identity, 1, 1},
-    {"arange", rule_arange, 2, 2},
     {"bitcast_flat", rule_bitcast_flat, 1, 1},
     {NULL, NULL, 0, 0},
 };

@@ -1,6 +1,6 @@
-/* index.c - indexing rules: cat, index_select, gather, scatter family,
- * advanced indexing (index / index_put), take, index_add/copy/fill, tril/triu,
- * flip, roll, repeat, constant_pad_nd (see ops.h for how a rule is written).
+/* index.c - indexing rules: cat, index_select, gather, the scatter family,
+ * advanced indexing (index / index_put), take, index_add / copy / fill, and
+ * the rearrangements tril / triu, flip, roll, repeat, unfold_backward.
  *
  * Index tensors are any integer type; they are converted to s64 and negative
  * values are wrapped (i < 0 -> i + size) in every rule.  PyTorch wraps in
@@ -23,9 +23,12 @@
  * sync), then use the rules here.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "ops/ops.h"
+#include "ops/toolkit.h"
+
+typedef tpu_hlo_value_t V;
 
 /* ---- helpers ------------------------------------------------------------------- */
 
@@ -147,23 +150,6 @@ static void rule_cat(tpu_op_ctx_t *c) {
 
 /* ---- index_select / gather / take -------------------------------------------------- */
 
-/* Gathers whole slices of x along dim at idx [L] (s64, wrapped). */
-static tpu_hlo_value_t ix_take_along(tpu_op_ctx_t *c, tpu_hlo_value_t x, int dim, tpu_hlo_value_t idx) {
-  tpu_hlo_type_t t = tpu_op_type(c, x), it = tpu_op_type(c, idx);
-  tpu_hlo_gather_dims_t gd;
-  memset(&gd, 0, sizeof gd);
-  for (int i = 0; i < t.rank; i++) {
-    if (i != dim) gd.offset_dims[gd.noffset++] = i < dim ? i : i + it.rank - 1;
-    gd.slice_sizes[i] = i == dim ? 1 : t.dims[i];
-  }
-  gd.ncollapsed = 1;
-  gd.collapsed_slice_dims[0] = dim;
-  gd.nstart_map = 1;
-  gd.start_index_map[0] = dim;
-  gd.index_vector_dim = it.rank;
-  return tpu_hlo_gather(c->f, x, idx, &gd);
-}
-
 /* index_select: inputs (self, index [L] or 0-d); attrs [dim]. */
 static void rule_index_select(tpu_op_ctx_t *c) {
   tpu_hlo_type_t t = tpu_op_type(c, c->in[0]), it = tpu_op_type(c, c->in[1]);
@@ -180,7 +166,7 @@ static void rule_index_select(tpu_op_ctx_t *c) {
   int64_t dim = tpu_op_dim(c, tpu_op_int(c, 0), t.rank);
   tpu_hlo_value_t idx = ix_wrap(c, c->in[1], t.dims[dim]);
   if (it.rank == 0) idx = tpu_hlo_reshape(c->f, idx, 1, (int64_t[]){1});
-  tpu_op_set_output(c, ix_take_along(c, c->in[0], (int)dim, idx));
+  tpu_op_set_output(c, tpu_op_take(c, c->in[0], (int)dim, idx));
 }
 
 /* gather: inputs (self, index); attrs [dim].  index has self's rank and is no
@@ -324,22 +310,6 @@ static void rule_scatter(tpu_op_ctx_t *c) {
 
 static void rule_scatter_add(tpu_op_ctx_t *c) { rule_scatter_impl(c, 1); }
 
-static tpu_hlo_value_t ix_extreme(tpu_op_ctx_t *c, const tpu_hlo_type_t *t, int lowest) {
-  tpu_hlo_func_t *f = c->f;
-  if (tpu_dtype_is_float(t->dtype)) return tpu_hlo_constant(f, *t, lowest ? -1.0 / 0.0 : 1.0 / 0.0);
-  int64_t lo, hi;
-  switch (t->dtype) {
-    case TPU_S8: lo = INT8_MIN, hi = INT8_MAX; break;
-    case TPU_S16: lo = INT16_MIN, hi = INT16_MAX; break;
-    case TPU_S32: lo = INT32_MIN, hi = INT32_MAX; break;
-    case TPU_S64: lo = INT64_MIN, hi = INT64_MAX; break;
-    case TPU_U8: lo = 0, hi = UINT8_MAX; break;
-    case TPU_PRED: lo = 0, hi = 1; break;
-    default: lo = 0, hi = INT32_MAX; break;
-  }
-  return tpu_hlo_constant_i64(f, *t, lowest ? lo : hi);
-}
-
 /* scatter_reduce.two: inputs (self, index, src); attrs [dim, reduce (0 sum,
  * 1 prod, 2 mean, 3 amax, 4 amin), include_self]. */
 static void rule_scatter_reduce(tpu_op_ctx_t *c) {
@@ -365,8 +335,8 @@ static void rule_scatter_reduce(tpu_op_ctx_t *c) {
     tpu_hlo_type_t ut = it;
     ut.dtype = t.dtype;
     tpu_hlo_value_t idv = red == 1 ? tpu_hlo_constant(f, ut, 1.0)
-                          : red == 3 ? ix_extreme(c, &ut, 1)
-                          : red == 4 ? ix_extreme(c, &ut, 0)
+                          : red == 3 ? tpu_hlo_broadcast_to(f, tpu_op_lowest(c, ut.dtype), ut.rank, ut.dims)
+                          : red == 4 ? tpu_hlo_broadcast_to(f, tpu_op_highest(c, ut.dtype), ut.rank, ut.dims)
                                      : tpu_hlo_constant(f, ut, 0.0);
     self = ix_scatter_points(c, self, coords, idv, R, "replace");
   }
@@ -389,22 +359,6 @@ static void rule_scatter_reduce(tpu_op_ctx_t *c) {
     r = tpu_hlo_select(f, has, q, c->in[0]);
   }
   tpu_op_set_output(c, r);
-}
-
-/* index_add / index_copy / index_fill along dim with index [L]. */
-static tpu_hlo_value_t ix_index_scatter(tpu_op_ctx_t *c, tpu_hlo_value_t self, int dim, tpu_hlo_value_t idx,
-                                        tpu_hlo_value_t upd, const char *body) {
-  tpu_hlo_type_t t = tpu_op_type(c, self);
-  tpu_hlo_scatter_dims_t sd;
-  memset(&sd, 0, sizeof sd);
-  for (int i = 0; i < t.rank; i++)
-    if (i != dim) sd.update_window_dims[sd.nwindow++] = i;
-  sd.ninserted = 1;
-  sd.inserted_window_dims[0] = dim;
-  sd.nscatter_map = 1;
-  sd.scatter_dims_to_operand_dims[0] = dim;
-  sd.index_vector_dim = 1;
-  return tpu_hlo_scatter(c->f, self, ix_add_vec_dim(c, idx), upd, &sd, body);
 }
 
 static int ix_index_dim_setup(tpu_op_ctx_t *c, tpu_hlo_type_t *t, int64_t *dim, tpu_hlo_value_t *idx) {
@@ -452,7 +406,7 @@ static void rule_index_add(tpu_op_ctx_t *c) {
   tpu_hlo_type_t st = tpu_op_type(c, src);
   tpu_hlo_value_t alpha = tpu_hlo_broadcast_to(c->f, tpu_hlo_cast(c->f, c->in[3], t.dtype), st.rank, st.dims);
   src = tpu_hlo_binary(c->f, "multiply", src, alpha);
-  tpu_op_set_output(c, ix_index_scatter(c, c->in[0], (int)dim, idx, src, "add"));
+  tpu_op_set_output(c, tpu_op_put(c, c->in[0], (int)dim, idx, src, "add"));
 }
 
 /* index_copy: inputs (self, index [L], source); attrs [dim]. */
@@ -462,7 +416,7 @@ static void rule_index_copy(tpu_op_ctx_t *c) {
   tpu_hlo_value_t idx;
   if (!ix_index_dim_setup(c, &t, &dim, &idx)) return;
   tpu_hlo_value_t src = ix_index_source(c, 2, &t, dim, idx);
-  tpu_op_set_output(c, ix_index_scatter(c, c->in[0], (int)dim, idx, src, "replace"));
+  tpu_op_set_output(c, tpu_op_put(c, c->in[0], (int)dim, idx, src, "replace"));
 }
 
 /* index_fill: inputs (self, index [L], value 0-d); attrs [dim]. */
@@ -474,7 +428,7 @@ static void rule_index_fill(tpu_op_ctx_t *c) {
   tpu_hlo_type_t ut = t;
   ut.dims[dim] = tpu_op_type(c, idx).dims[0];
   tpu_hlo_value_t v = tpu_hlo_broadcast_to(c->f, tpu_hlo_cast(c->f, c->in[2], t.dtype), ut.rank, ut.dims);
-  tpu_op_set_output(c, ix_index_scatter(c, c->in[0], (int)dim, idx, v, "replace"));
+  tpu_op_set_output(c, tpu_op_put(c, c->in[0], (int)dim, idx, v, "replace"));
 }
 
 /* ---- advanced indexing -------------------------------------------------------------- */
@@ -746,33 +700,41 @@ static void rule_repeat(tpu_op_ctx_t *c) {
   tpu_op_set_output(c, tpu_hlo_reshape(c->f, x, n, res));
 }
 
-/* constant_pad_nd: inputs (self, value 0-d); attrs [pad...] (pairs, last dim
- * first, as PyTorch; negative values crop). */
-static void rule_constant_pad_nd(tpu_op_ctx_t *c) {
-  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
-  int n = tpu_op_nints(c);
-  if (n % 2 || n / 2 > t.rank) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT,
-                "%s: Length of pad must be even but instead it equals %d, or too large for a %d-d input", c->name, n,
-                t.rank);
+/* unfold_backward: grad [in_sizes with dim -> nwin, size]; ints [dim, size,
+ * step, rank, in_sizes[rank]] -> [in_sizes] (window overlaps summed). */
+static void rule_unfold_backward(tpu_op_ctx_t *c) {
+  int64_t dim = tpu_op_int(c, 0), size = tpu_op_int(c, 1), step = tpu_op_int(c, 2), rank = tpu_op_int(c, 3);
+  tpu_hlo_type_t gt = tpu_op_type(c, c->in[0]);
+  if (rank < 1 || rank > TPU_MAX_RANK - 1 || gt.rank != rank + 1 || dim < 0 || dim >= rank || step < 1) {
+    tpu_op_fail(c, TPU_UNIMPLEMENTED, "unfold_backward: unsupported shapes");
     return;
   }
-  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK] = {0}, in[TPU_MAX_RANK] = {0};
-  for (int i = 0; i < n / 2; i++) {
-    int d = t.rank - 1 - i;
-    lo[d] = tpu_op_int(c, 2 * i);
-    hi[d] = tpu_op_int(c, 2 * i + 1);
-    int64_t ns = t.dims[d] + lo[d] + hi[d];
-    if (ns < 0) {
-      tpu_op_fail(c, TPU_INVALID_ARGUMENT,
-                  "%s: The input size %lld, plus negative padding %lld and %lld resulted in a negative output size, "
-                  "which is invalid. Check dimension %d of your input.",
-                  c->name, (long long)t.dims[d], (long long)lo[d], (long long)hi[d], d);
-      return;
-    }
+  int64_t in[TPU_MAX_RANK];
+  for (int i = 0; i < rank; i++) in[i] = tpu_op_int(c, 4 + i);
+  int64_t nwin = gt.dims[dim];
+  if (gt.dims[rank] != size) {
+    tpu_op_fail(c, TPU_UNIMPLEMENTED, "unfold_backward: window size mismatch");
+    return;
   }
-  tpu_hlo_value_t v = tpu_hlo_cast(c->f, c->in[1], t.dtype);
-  tpu_op_set_output(c, tpu_hlo_pad(c->f, c->in[0], v, lo, hi, in));
+  tpu_dtype_t dt = gt.dtype;
+  V g = tpu_hlo_cast(c->f, c->in[0], tpu_op_opmath(dt));
+  /* [.., nwin, .., size] -> [.., nwin, size, ..] -> [.., nwin*size, ..] */
+  int64_t perm[TPU_MAX_RANK], d[TPU_MAX_RANK];
+  int k = 0;
+  for (int i = 0; i < rank; i++) {
+    perm[k++] = i;
+    if (i == dim) perm[k++] = rank;
+  }
+  g = tpu_hlo_transpose(c->f, g, perm);
+  for (int i = 0; i < rank; i++) d[i] = i == dim ? nwin * size : gt.dims[i];
+  g = tpu_hlo_reshape(c->f, g, (int)rank, d);
+  int64_t *idx = tpu_op_index_table(c, nwin * size);
+  if (!idx) return;
+  for (int64_t wi = 0; wi < nwin; wi++)
+    for (int64_t j = 0; j < size; j++) idx[wi * size + j] = wi * step + j;
+  V z = tpu_hlo_constant(c->f, tpu_hlo_type_make(tpu_op_opmath(dt), (int)rank, in), 0.0);
+  tpu_op_finish(c, tpu_op_put_const(c, z, (int)dim, idx, nwin * size, g, "add"), dt);
+  free(idx);
 }
 
 const tpu_op_rule_t tpu_rules_index[] = {
@@ -794,6 +756,6 @@ const tpu_op_rule_t tpu_rules_index[] = {
     {"flip", rule_flip, 1, 1},
     {"roll", rule_roll, 1, 1},
     {"repeat", rule_repeat, 1, 1},
-    {"constant_pad_nd", rule_constant_pad_nd, 2, 2},
+    {"unfold_backward", rule_unfold_backward, 1, 1},
     {NULL, NULL, 0, 0},
 };

@@ -1,28 +1,42 @@
-/* ops.c - the rule registry and the helpers rule authors share. */
+/* ops.c - the rule registry (the family tables, looked up by name and by
+ * address) and the rule context: attrs, inputs, outputs, failure. */
 #include "ops/ops.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const tpu_op_rule_t *const tpu_rule_tables[] = {
-    tpu_rules_core, tpu_rules_elementwise, tpu_rules_reduce, tpu_rules_linalg,
-    tpu_rules_nn,   tpu_rules_index,       tpu_rules_random, tpu_rules_optim,
-    tpu_rules_extra, tpu_rules_search, tpu_rules_grouped_mm, tpu_rules_rnn, tpu_rules_rnn_layer,
-    tpu_rules_fractional_pool, tpu_rules_nonzero, tpu_rules_cholesky, tpu_rules_fft, tpu_rules_complex,
+    tpu_rules_core,        tpu_rules_factory,     tpu_rules_elementwise, tpu_rules_math,
+    tpu_rules_activation,  tpu_rules_reduce,      tpu_rules_linalg,      tpu_rules_convolution,
+    tpu_rules_pooling,     tpu_rules_normalization, tpu_rules_embedding, tpu_rules_loss,
+    tpu_rules_upsample,    tpu_rules_padding,     tpu_rules_index,       tpu_rules_random,
+    tpu_rules_optim,       tpu_rules_foreach,     tpu_rules_search,
+    tpu_rules_rnn,         tpu_rules_rnn_layer,
+    tpu_rules_nonzero,     tpu_rules_cholesky,    tpu_rules_fft,         tpu_rules_complex,
 };
 
 #define TPU_RULE_MAX 1024
 #define TPU_RULE_HASH 2048
 static const tpu_op_rule_t *tpu_rules[TPU_RULE_MAX];
 static int tpu_nrules = -1;
-static int tpu_rule_slots[TPU_RULE_HASH]; /* index+1 into tpu_rules; 0 = empty */
+static int tpu_rule_slots[TPU_RULE_HASH]; /* by name: index+1 into tpu_rules; 0 = empty */
+static int tpu_rule_ptr_slots[TPU_RULE_HASH]; /* by address: index+1 into tpu_rules */
 
 static unsigned tpu_name_hash(const char *s) {
   unsigned h = 2166136261u;
   while (*s) h = (h ^ (unsigned char)*s++) * 16777619u;
   return h;
+}
+
+static unsigned tpu_ptr_hash(const tpu_op_rule_t *r) {
+  uint64_t x = (uint64_t)(uintptr_t)r;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (unsigned)x;
 }
 
 static void tpu_rules_init(void) {
@@ -44,6 +58,9 @@ static void tpu_rules_init(void) {
       }
       tpu_rules[n] = r;
       tpu_rule_slots[h] = n + 1;
+      unsigned p = tpu_ptr_hash(r) & (TPU_RULE_HASH - 1);
+      while (tpu_rule_ptr_slots[p]) p = (p + 1) & (TPU_RULE_HASH - 1);
+      tpu_rule_ptr_slots[p] = n + 1;
       n++;
     }
   }
@@ -71,10 +88,16 @@ const tpu_op_rule_t *tpu_op_rule_at(int i) {
   return (i >= 0 && i < tpu_nrules) ? tpu_rules[i] : NULL;
 }
 
+/* Every node of a pending graph hashes its rule's index: one probe of the
+ * address table, not a scan over the rules. */
 int tpu_op_rule_index(const tpu_op_rule_t *rule) {
   if (tpu_nrules < 0) tpu_rules_init();
-  for (int i = 0; i < tpu_nrules; i++)
+  unsigned p = tpu_ptr_hash(rule) & (TPU_RULE_HASH - 1);
+  while (tpu_rule_ptr_slots[p]) {
+    int i = tpu_rule_ptr_slots[p] - 1;
     if (tpu_rules[i] == rule) return i;
+    p = (p + 1) & (TPU_RULE_HASH - 1);
+  }
   return -1;
 }
 

@@ -31,7 +31,11 @@
  * never assumes it is alone in its function.
  *
  * Registry: every rules file exports a NULL-terminated table; ops.c lists the
- * tables.  tpu_op_rule_find() answers "can lower?" with one lookup.
+ * tables.  tpu_op_rule_find() answers "can lower?" with one hash lookup;
+ * tpu_op_rule_index() (hashed by the rule's address) is O(1) too.
+ *
+ * The helpers rule files share (dtype rules, emit shorthand, take / put
+ * along an axis, the shared elementwise formulas) are in toolkit.h.
  */
 #ifndef TPU_OPS_OPS_H_
 #define TPU_OPS_OPS_H_
@@ -124,7 +128,7 @@ tpu_status_t tpu_op_lower_checked(const tpu_op_rule_t *rule, tpu_hlo_func_t *f, 
                                   int nin, const tpu_op_attrs_t *attrs, tpu_op_checks_t *checks,
                                   tpu_hlo_value_t *out, int *out_n);
 
-/* ---- helpers for rule authors ---------------------------------------------- */
+/* ---- the context's accessors (more helpers: toolkit.h) ----------------------- */
 /* Attr access with bounds checks (missing -> fails the rule, returns 0). */
 int64_t tpu_op_int(tpu_op_ctx_t *c, int i);
 double tpu_op_float(tpu_op_ctx_t *c, int i);
@@ -158,24 +162,31 @@ void tpu_op_check_index(tpu_op_ctx_t *c, tpu_hlo_value_t idx, int64_t lo, int64_
  * payload is the divisor (0).  No check for floating types or an empty value. */
 void tpu_op_check_nonzero(tpu_op_ctx_t *c, tpu_hlo_value_t divisor, const char *fmt, ...) TPU_PRINTF(3, 4);
 
-/* Rule tables (one per file, each ends with a {NULL} entry). */
-extern const tpu_op_rule_t tpu_rules_core[];        /* core.c: views, copy, fill, convert */
-extern const tpu_op_rule_t tpu_rules_elementwise[]; /* elementwise.c: math, compare, where, activations */
-extern const tpu_op_rule_t tpu_rules_reduce[];      /* reduce.c: sum/mean/max/var/norm, softmax, cumsum, sort/topk */
-extern const tpu_op_rule_t tpu_rules_linalg[];      /* linalg.c: mm/bmm/addmm/baddbmm/dot */
-extern const tpu_op_rule_t tpu_rules_nn[];          /* nn.c: conv, pooling, norms, losses, embedding */
-extern const tpu_op_rule_t tpu_rules_index[];       /* index.c: gather/scatter/index/index_put/cat/tril */
-extern const tpu_op_rule_t tpu_rules_random[];      /* random.c: rng_bit_generator based sampling */
-extern const tpu_op_rule_t tpu_rules_optim[];       /* optim.c: fused optimizer steps */
-extern const tpu_op_rule_t tpu_rules_extra[];       /* extra.c: upsampling, padding modes, special functions ... */
-extern const tpu_op_rule_t tpu_rules_search[];      /* search.c: isin, searchsorted */
-extern const tpu_op_rule_t tpu_rules_grouped_mm[];  /* grouped_mm.c: grouped matmul (MoE experts) */
-extern const tpu_op_rule_t tpu_rules_rnn[];         /* rnn.c: fused LSTM / GRU cells */
-extern const tpu_op_rule_t tpu_rules_rnn_layer[];   /* rnn_layer.c: LSTM / GRU / RNN layers as loops */
-extern const tpu_op_rule_t tpu_rules_fractional_pool[]; /* fractional_pool.c: fractional max pooling */
-extern const tpu_op_rule_t tpu_rules_nonzero[];     /* nonzero.c: coordinates of non-zero elements */
-extern const tpu_op_rule_t tpu_rules_cholesky[];    /* cholesky.c: Cholesky factorization with info */
-extern const tpu_op_rule_t tpu_rules_fft[];         /* fft.c: _fft_c2c / _fft_r2c / _fft_c2r as stablehlo.fft */
-extern const tpu_op_rule_t tpu_rules_complex[];     /* complex.c: abs/angle/conj/real/imag/sgn, complex from parts */
+/* Rule tables (one per family file, each ends with a {NULL} entry). */
+extern const tpu_op_rule_t tpu_rules_core[];          /* core.c: view read/write, bitcast, identity */
+extern const tpu_op_rule_t tpu_rules_factory[];       /* factory.c: full, arange, eye, linspace */
+extern const tpu_op_rule_t tpu_rules_elementwise[];   /* elementwise.c: arithmetic, compare, select, convert */
+extern const tpu_op_rule_t tpu_rules_math[];          /* math.c: exp/log/trig, rounding, erf, gamma ... */
+extern const tpu_op_rule_t tpu_rules_activation[];    /* activation.c: relu, gelu, silu ... and backward */
+extern const tpu_op_rule_t tpu_rules_reduce[];        /* reduce.c: reductions, softmax, scans, sort/topk */
+extern const tpu_op_rule_t tpu_rules_linalg[];        /* linalg.c: mm/bmm/addmm/baddbmm/dot, grouped mm */
+extern const tpu_op_rule_t tpu_rules_convolution[];   /* convolution.c: convolution, im2col/col2im */
+extern const tpu_op_rule_t tpu_rules_pooling[];       /* pooling.c: max/avg/adaptive/fractional pools, unpool */
+extern const tpu_op_rule_t tpu_rules_normalization[]; /* normalization.c: batch norm, layer norm */
+extern const tpu_op_rule_t tpu_rules_embedding[];     /* embedding.c: embedding and its backward */
+extern const tpu_op_rule_t tpu_rules_loss[];          /* loss.c: nll, mse, smooth_l1, huber, bce */
+extern const tpu_op_rule_t tpu_rules_upsample[];      /* upsample.c: nearest/linear/cubic resampling */
+extern const tpu_op_rule_t tpu_rules_padding[];       /* padding.c: constant, reflection, replication */
+extern const tpu_op_rule_t tpu_rules_index[];         /* index.c: gather/scatter/index/index_put/cat/tril */
+extern const tpu_op_rule_t tpu_rules_random[];        /* random.c: rng_bit_generator based sampling */
+extern const tpu_op_rule_t tpu_rules_optim[];         /* optim.c: fused optimizer steps, AMP scaling */
+extern const tpu_op_rule_t tpu_rules_foreach[];       /* foreach.c: several rule calls as one node */
+extern const tpu_op_rule_t tpu_rules_search[];        /* search.c: isin, searchsorted, histc */
+extern const tpu_op_rule_t tpu_rules_rnn[];           /* rnn.c: fused LSTM / GRU cells */
+extern const tpu_op_rule_t tpu_rules_rnn_layer[];     /* rnn_layer.c: LSTM / GRU / RNN layers as loops */
+extern const tpu_op_rule_t tpu_rules_nonzero[];       /* nonzero.c: coordinates of non-zero elements */
+extern const tpu_op_rule_t tpu_rules_cholesky[];      /* cholesky.c: Cholesky factorization with info */
+extern const tpu_op_rule_t tpu_rules_fft[];           /* fft.c: _fft_c2c / _fft_r2c / _fft_c2r as stablehlo.fft */
+extern const tpu_op_rule_t tpu_rules_complex[];       /* complex.c: abs/angle/conj/real/imag/sgn, complex from parts */
 
 #endif /* TPU_OPS_OPS_H_ */

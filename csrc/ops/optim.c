@@ -1,6 +1,7 @@
 /* optim.c - multi-tensor optimizer rules: the fused Adam/AdamW and SGD steps
- * (torch._fused_adam_ / _fused_adamw_ / _fused_sgd_) and the generic
- * elementwise map over tensor lists behind every torch._foreach_* op.
+ * (torch._fused_adam_ / _fused_adamw_ / _fused_sgd_) and AMP gradient
+ * scaling.  (The torch._foreach_* ops run their per-tensor ops' rules
+ * through foreach.c.)
  *
  * One rule call updates a whole list (chunk) of tensors: N tensors in, N
  * out, one program.  Hyperparameters (lr, betas, eps, weight decay,
@@ -12,7 +13,7 @@
  * Python adapters (torch_tpu/ops/optim.py) cut longer lists into chunks.
  *
  * Numerics follow PyTorch's CPU kernels (aten/src/ATen/native/cpu/
- * FusedAdamKernel.cpp, FusedSGDKernel.cpp, the foreach slow paths):
+ * FusedAdamKernel.cpp, FusedSGDKernel.cpp):
  * per-step scalars (bias corrections, step size) are computed in the
  * "scalar dtype" attribute (float64 by default, as the CPU kernel's
  * doubles), then rounded to the element compute type; float16/bfloat16
@@ -21,26 +22,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/ops.h"
+#include "ops/toolkit.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-static tpu_dtype_t opmath(tpu_dtype_t dt) { return (dt == TPU_F16 || dt == TPU_BF16) ? TPU_F32 : dt; }
-
-/* Converts x to dt and broadcasts it to `like`'s shape. */
-static tpu_hlo_value_t as_shape(tpu_op_ctx_t *c, tpu_hlo_value_t x, tpu_dtype_t dt, const tpu_hlo_type_t *like) {
-  x = tpu_hlo_cast(c->f, x, dt);
-  return tpu_hlo_broadcast_to(c->f, x, like->rank, like->dims);
-}
-
-static tpu_hlo_value_t splat(tpu_op_ctx_t *c, tpu_dtype_t dt, const tpu_hlo_type_t *like, double v) {
-  tpu_hlo_type_t t = tpu_hlo_type_make(dt, like->rank, like->dims);
-  return tpu_hlo_constant(c->f, t, v);
-}
-
-static tpu_hlo_value_t bin(tpu_op_ctx_t *c, const char *op, tpu_hlo_value_t a, tpu_hlo_value_t b) {
-  return tpu_hlo_binary(c->f, op, a, b);
-}
 
 static bool valid_float(int64_t code) {
   return tpu_dtype_valid((int)code) && tpu_dtype_is_float((tpu_dtype_t)code);
@@ -51,24 +35,6 @@ static tpu_hlo_value_t skip_pred(tpu_op_ctx_t *c, tpu_hlo_value_t found_inf, con
   tpu_hlo_value_t fi = tpu_hlo_cast(c->f, found_inf, TPU_F32);
   tpu_hlo_value_t p = tpu_hlo_compare(c->f, "EQ", fi, tpu_hlo_scalar(c->f, TPU_F32, 1.0));
   return tpu_hlo_broadcast_to(c->f, p, like->rank, like->dims);
-}
-
-static bool check_scalar(tpu_op_ctx_t *c, int i, const char *what) {
-  tpu_hlo_type_t t = *tpu_op_in_type(c, i);
-  if (tpu_hlo_type_numel(&t) != 1 || !(tpu_dtype_is_float(t.dtype) || tpu_dtype_is_int(t.dtype))) {
-    char buf[64];
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: %s must be a one-element real number, got %s", c->name, what,
-                tpu_hlo_type_str(&t, buf, sizeof(buf)));
-    return false;
-  }
-  return true;
-}
-
-/* A one-element input (0-d or [1]) as a 0-d value of dt. */
-static tpu_hlo_value_t scalar_in(tpu_op_ctx_t *c, int i, tpu_dtype_t dt) {
-  tpu_hlo_value_t v = c->in[i];
-  if (tpu_op_in_type(c, i)->rank != 0) v = tpu_hlo_reshape(c->f, v, 0, NULL);
-  return tpu_hlo_cast(c->f, v, dt);
 }
 
 static bool check_same(tpu_op_ctx_t *c, const tpu_hlo_type_t *p, int i, const char *list, int k) {
@@ -122,13 +88,13 @@ static void rule_fused_adam(tpu_op_ctx_t *c) {
   int N = (int)n;
   int s0 = N * lists;
   for (int i = 0; i < 5 + has_gs + has_fi; i++)
-    if (!check_scalar(c, s0 + i, i < 5 ? "hyperparameter" : "grad_scale/found_inf")) return;
-  tpu_hlo_value_t lr = scalar_in(c, s0 + 0, sdt), beta1 = scalar_in(c, s0 + 1, sdt);
-  tpu_hlo_value_t beta2 = scalar_in(c, s0 + 2, sdt), wd = scalar_in(c, s0 + 3, sdt);
-  tpu_hlo_value_t eps = scalar_in(c, s0 + 4, sdt);
+    if (!tpu_op_check_scalar(c, s0 + i, i < 5 ? "hyperparameter" : "grad_scale/found_inf")) return;
+  tpu_hlo_value_t lr = tpu_op_scalar_in(c, s0 + 0, sdt), beta1 = tpu_op_scalar_in(c, s0 + 1, sdt);
+  tpu_hlo_value_t beta2 = tpu_op_scalar_in(c, s0 + 2, sdt), wd = tpu_op_scalar_in(c, s0 + 3, sdt);
+  tpu_hlo_value_t eps = tpu_op_scalar_in(c, s0 + 4, sdt);
   tpu_hlo_value_t one = tpu_hlo_scalar(f, sdt, 1.0);
-  tpu_hlo_value_t c1 = bin(c, "subtract", one, beta1), c2 = bin(c, "subtract", one, beta2);
-  tpu_hlo_value_t decay = bin(c, "subtract", one, bin(c, "multiply", lr, wd));
+  tpu_hlo_value_t c1 = SUB(c, one, beta1), c2 = SUB(c, one, beta2);
+  tpu_hlo_value_t decay = SUB(c, one, MUL(c, lr, wd));
   tpu_hlo_value_t outs[TPU_OP_MAX_OUTPUTS];
   int o_m = N, o_v = 2 * N, o_vmax = 3 * N, o_g = (amsgrad ? 4 : 3) * N;
   for (int i = 0; i < N; i++) {
@@ -143,39 +109,39 @@ static void rule_fused_adam(tpu_op_ctx_t *c) {
         (amsgrad && !check_same(c, &pt, 4 * N + i, "max_exp_avg_sqs", i)))
       return;
     int step_i = (lists - 1) * N + i;
-    if (!check_scalar(c, step_i, "state_steps entry")) return;
-    tpu_dtype_t cdt = opmath(pt.dtype);
+    if (!tpu_op_check_scalar(c, step_i, "state_steps entry")) return;
+    tpu_dtype_t cdt = tpu_op_opmath(pt.dtype);
     /* per-step scalars in sdt (the CPU kernel's doubles) */
-    tpu_hlo_value_t step = scalar_in(c, step_i, sdt);
-    tpu_hlo_value_t bc1 = bin(c, "subtract", one, bin(c, "power", beta1, step));
-    tpu_hlo_value_t bc2 = bin(c, "subtract", one, bin(c, "power", beta2, step));
-    tpu_hlo_value_t step_size = bin(c, "divide", lr, bc1);
+    tpu_hlo_value_t step = tpu_op_scalar_in(c, step_i, sdt);
+    tpu_hlo_value_t bc1 = SUB(c, one, POW(c, beta1, step));
+    tpu_hlo_value_t bc2 = SUB(c, one, POW(c, beta2, step));
+    tpu_hlo_value_t step_size = DIV(c, lr, bc1);
     tpu_hlo_value_t bc2_sqrt = tpu_hlo_unary(f, "sqrt", bc2);
     tpu_hlo_value_t p = tpu_hlo_cast(f, c->in[i], cdt), g = tpu_hlo_cast(f, c->in[N + i], cdt);
     tpu_hlo_value_t m = tpu_hlo_cast(f, c->in[2 * N + i], cdt), v = tpu_hlo_cast(f, c->in[3 * N + i], cdt);
     tpu_hlo_value_t g_store = TPU_HLO_NONE;
     if (has_gs) {
-      tpu_hlo_value_t gs = scalar_in(c, s0 + 5, TPU_F32);
-      g = bin(c, "divide", g, as_shape(c, gs, cdt, &pt));
+      tpu_hlo_value_t gs = tpu_op_scalar_in(c, s0 + 5, TPU_F32);
+      g = DIV(c, g, tpu_op_scalar_as(c, gs, cdt, &pt));
       g_store = tpu_hlo_cast(f, g, pt.dtype);
     }
     if (maximize) g = tpu_hlo_unary(f, "negate", g);
     if (has_wd) {
-      if (adamw) p = bin(c, "multiply", p, as_shape(c, decay, cdt, &pt));
-      else g = bin(c, "add", g, bin(c, "multiply", p, as_shape(c, wd, cdt, &pt)));
+      if (adamw) p = MUL(c, p, tpu_op_scalar_as(c, decay, cdt, &pt));
+      else g = ADD(c, g, MUL(c, p, tpu_op_scalar_as(c, wd, cdt, &pt)));
     }
-    m = bin(c, "add", bin(c, "multiply", m, as_shape(c, beta1, cdt, &pt)),
-            bin(c, "multiply", g, as_shape(c, c1, cdt, &pt)));
-    v = bin(c, "add", bin(c, "multiply", v, as_shape(c, beta2, cdt, &pt)),
-            bin(c, "multiply", bin(c, "multiply", g, g), as_shape(c, c2, cdt, &pt)));
+    m = ADD(c, MUL(c, m, tpu_op_scalar_as(c, beta1, cdt, &pt)),
+            MUL(c, g, tpu_op_scalar_as(c, c1, cdt, &pt)));
+    v = ADD(c, MUL(c, v, tpu_op_scalar_as(c, beta2, cdt, &pt)),
+            MUL(c, MUL(c, g, g), tpu_op_scalar_as(c, c2, cdt, &pt)));
     tpu_hlo_value_t vmax = TPU_HLO_NONE, vd = v;
     if (amsgrad) {
-      vmax = bin(c, "maximum", tpu_hlo_cast(f, c->in[4 * N + i], cdt), v);
+      vmax = MAX(c, tpu_hlo_cast(f, c->in[4 * N + i], cdt), v);
       vd = vmax;
     }
-    tpu_hlo_value_t denom = bin(c, "add", bin(c, "divide", tpu_hlo_unary(f, "sqrt", vd), as_shape(c, bc2_sqrt, cdt, &pt)),
-                                as_shape(c, eps, cdt, &pt));
-    p = bin(c, "subtract", p, bin(c, "divide", bin(c, "multiply", as_shape(c, step_size, cdt, &pt), m), denom));
+    tpu_hlo_value_t denom = ADD(c, DIV(c, tpu_hlo_unary(f, "sqrt", vd), tpu_op_scalar_as(c, bc2_sqrt, cdt, &pt)),
+                                tpu_op_scalar_as(c, eps, cdt, &pt));
+    p = SUB(c, p, DIV(c, MUL(c, tpu_op_scalar_as(c, step_size, cdt, &pt), m), denom));
     tpu_hlo_value_t res[5] = {tpu_hlo_cast(f, p, pt.dtype), tpu_hlo_cast(f, m, pt.dtype),
                               tpu_hlo_cast(f, v, pt.dtype), vmax, g_store};
     int src[5] = {i, 2 * N + i, 3 * N + i, 4 * N + i, N + i};
@@ -228,10 +194,10 @@ static void rule_fused_sgd(tpu_op_ctx_t *c) {
   tpu_dtype_t sdt = (tpu_dtype_t)sdt_code;
   int N = (int)n, s0 = N * lists;
   for (int i = 0; i < 4 + has_gs + has_fi; i++)
-    if (!check_scalar(c, s0 + i, i < 4 ? "hyperparameter" : "grad_scale/found_inf")) return;
-  tpu_hlo_value_t wd = scalar_in(c, s0, sdt), mom = scalar_in(c, s0 + 1, sdt);
-  tpu_hlo_value_t neg_lr = tpu_hlo_unary(f, "negate", scalar_in(c, s0 + 2, sdt));
-  tpu_hlo_value_t c_damp = bin(c, "subtract", tpu_hlo_scalar(f, sdt, 1.0), scalar_in(c, s0 + 3, sdt));
+    if (!tpu_op_check_scalar(c, s0 + i, i < 4 ? "hyperparameter" : "grad_scale/found_inf")) return;
+  tpu_hlo_value_t wd = tpu_op_scalar_in(c, s0, sdt), mom = tpu_op_scalar_in(c, s0 + 1, sdt);
+  tpu_hlo_value_t neg_lr = tpu_hlo_unary(f, "negate", tpu_op_scalar_in(c, s0 + 2, sdt));
+  tpu_hlo_value_t c_damp = SUB(c, tpu_hlo_scalar(f, sdt, 1.0), tpu_op_scalar_in(c, s0 + 3, sdt));
   tpu_hlo_value_t outs[TPU_OP_MAX_OUTPUTS];
   for (int i = 0; i < N; i++) {
     tpu_hlo_type_t pt = *tpu_op_in_type(c, i);
@@ -242,25 +208,25 @@ static void rule_fused_sgd(tpu_op_ctx_t *c) {
     }
     if (!check_same(c, &pt, N + i, "grads", i) || (has_mom && !check_same(c, &pt, 2 * N + i, "momentum_buffer_list", i)))
       return;
-    tpu_dtype_t cdt = opmath(pt.dtype);
+    tpu_dtype_t cdt = tpu_op_opmath(pt.dtype);
     tpu_hlo_value_t p = tpu_hlo_cast(f, c->in[i], cdt), g = tpu_hlo_cast(f, c->in[N + i], cdt);
     tpu_hlo_value_t g_store = TPU_HLO_NONE, buf = TPU_HLO_NONE;
     if (has_gs) {
-      g = bin(c, "divide", g, as_shape(c, scalar_in(c, s0 + 4, TPU_F32), cdt, &pt));
+      g = DIV(c, g, tpu_op_scalar_as(c, tpu_op_scalar_in(c, s0 + 4, TPU_F32), cdt, &pt));
       g_store = tpu_hlo_cast(f, g, pt.dtype);
     }
     if (maximize) g = tpu_hlo_unary(f, "negate", g);
-    if (has_wd) g = bin(c, "add", g, bin(c, "multiply", p, as_shape(c, wd, cdt, &pt)));
+    if (has_wd) g = ADD(c, g, MUL(c, p, tpu_op_scalar_as(c, wd, cdt, &pt)));
     if (has_mom) {
       if (first) buf = g;
       else
-        buf = bin(c, "add", bin(c, "multiply", tpu_hlo_cast(f, c->in[2 * N + i], cdt), as_shape(c, mom, cdt, &pt)),
-                  bin(c, "multiply", g, as_shape(c, c_damp, cdt, &pt)));
+        buf = ADD(c, MUL(c, tpu_hlo_cast(f, c->in[2 * N + i], cdt), tpu_op_scalar_as(c, mom, cdt, &pt)),
+                  MUL(c, g, tpu_op_scalar_as(c, c_damp, cdt, &pt)));
       /* the buffer is stored (rounded) before it is used, as the CPU kernel */
       buf = tpu_hlo_cast(f, tpu_hlo_cast(f, buf, pt.dtype), cdt);
-      g = nesterov ? bin(c, "add", g, bin(c, "multiply", buf, as_shape(c, mom, cdt, &pt))) : buf;
+      g = nesterov ? ADD(c, g, MUL(c, buf, tpu_op_scalar_as(c, mom, cdt, &pt))) : buf;
     }
-    p = bin(c, "add", p, bin(c, "multiply", g, as_shape(c, neg_lr, cdt, &pt)));
+    p = ADD(c, p, MUL(c, g, tpu_op_scalar_as(c, neg_lr, cdt, &pt)));
     tpu_hlo_value_t res[3] = {tpu_hlo_cast(f, p, pt.dtype), has_mom ? tpu_hlo_cast(f, buf, pt.dtype) : TPU_HLO_NONE,
                               g_store};
     int src[3] = {i, 2 * N + i, N + i};
@@ -276,250 +242,6 @@ static void rule_fused_sgd(tpu_op_ctx_t *c) {
     if (has_gs) outs[o * N + i] = res[2];
   }
   tpu_op_set_outputs(c, N * nout_per, outs);
-}
-
-/* ---- foreach: one elementwise map over tensor lists ---------------------------------
- * Rule "foreach".
- *   attrs: [op, n, k, count_1..count_k, (cdt_i, odt_i) for i in 0..n-1]
- *     op: one of FE_* below; k: operand groups after self; count_j: 1 (one
- *     value shared by every tensor: a Scalar, a 0-d tensor, alpha) or n
- *     (one per tensor: a List or a ScalarList entry); cdt_i/odt_i: compute
- *     and result dtype of tensor i.
- *   inputs: self[n], then each group's count_j inputs, in order.
- *   outputs: n tensors, result i = op(self[i], group values...) in cdt_i,
- *     broadcast to the common shape, converted to odt_i.
- * Operand groups by op:
- *   unary ops              k = 0
- *   ADD/SUB                (other) or (other, alpha): self +- alpha*other
- *   MUL/DIV/MAX/MIN/POW    (other)
- *   RPOW                   (base): base ** self
- *   ADDCMUL/ADDCDIV        (t1, t2, value): self + value*t1*t2, self + value*t1/t2
- *   LERP                   (end, weight): PyTorch's two-sided lerp formula
- */
-enum {
-  FE_IDENTITY = 0, FE_ZERO, FE_NEG, FE_SQRT, FE_RSQRT, FE_RECIPROCAL, FE_SIGN, FE_ABS, FE_EXP, FE_EXPM1,
-  FE_LOG, FE_LOG1P, FE_LOG2, FE_LOG10, FE_SIN, FE_COS, FE_TAN, FE_TANH, FE_SIGMOID, FE_FLOOR, FE_CEIL,
-  FE_ROUND, FE_TRUNC, FE_FRAC, FE_ERF, FE_ERFC, FE_LGAMMA, FE_ASIN, FE_ACOS, FE_ATAN, FE_SINH, FE_COSH,
-  FE_UNARY_END,
-  FE_ADD = 32, FE_SUB, FE_MUL, FE_DIV, FE_MAXIMUM, FE_MINIMUM, FE_POW, FE_RPOW,
-  FE_BINARY_END,
-  FE_ADDCMUL = 64, FE_ADDCDIV, FE_LERP,
-  FE_TERNARY_END,
-};
-
-static const char *const fe_unary_hlo[FE_UNARY_END] = {
-    [FE_NEG] = "negate", [FE_SQRT] = "sqrt", [FE_RSQRT] = "rsqrt", [FE_ABS] = "abs",
-    [FE_EXP] = "exponential", [FE_EXPM1] = "exponential_minus_one", [FE_LOG] = "log",
-    [FE_LOG1P] = "log_plus_one", [FE_SIN] = "sine", [FE_COS] = "cosine", [FE_TAN] = "tan",
-    [FE_TANH] = "tanh", [FE_SIGMOID] = "logistic", [FE_FLOOR] = "floor", [FE_CEIL] = "ceil",
-    [FE_ROUND] = "round_nearest_even", [FE_ERF] = "chlo.erf", [FE_ERFC] = "chlo.erfc",
-    [FE_LGAMMA] = "chlo.lgamma", [FE_ASIN] = "chlo.asin", [FE_ACOS] = "chlo.acos", [FE_ATAN] = "chlo.atan",
-    [FE_SINH] = "chlo.sinh", [FE_COSH] = "chlo.cosh",
-};
-
-static int fe_groups(int64_t op) {
-  if (op >= 0 && op < FE_UNARY_END) return 0;
-  if (op == FE_ADD || op == FE_SUB) return -2; /* 1 or 2 */
-  if (op > FE_SUB && op < FE_BINARY_END) return 1;
-  if (op == FE_ADDCMUL || op == FE_ADDCDIV) return 3;
-  if (op == FE_LERP) return 2;
-  return -1;
-}
-
-static tpu_hlo_value_t fe_unary(tpu_op_ctx_t *c, int op, tpu_hlo_value_t x, tpu_dtype_t cdt, const tpu_hlo_type_t *t) {
-  tpu_hlo_func_t *f = c->f;
-  switch (op) {
-    case FE_IDENTITY: return x;
-    case FE_ZERO: return splat(c, cdt, t, 0.0);
-    case FE_RECIPROCAL: return bin(c, "divide", splat(c, cdt, t, 1.0), x);
-    case FE_SIGN: { /* (x > 0) - (x < 0): NaN -> 0, as PyTorch */
-      if (cdt == TPU_PRED) return x;
-      tpu_hlo_value_t z = splat(c, cdt, t, 0.0);
-      tpu_hlo_value_t r = tpu_hlo_select(f, tpu_hlo_compare(f, "LT", x, z), splat(c, cdt, t, -1.0), z);
-      return tpu_hlo_select(f, tpu_hlo_compare(f, "GT", x, z), splat(c, cdt, t, 1.0), r);
-    }
-    case FE_ABS:
-    case FE_NEG:
-      if (!tpu_dtype_is_float(cdt) && !tpu_dtype_is_signed(cdt) && op == FE_ABS) return x;
-      return tpu_hlo_unary(f, fe_unary_hlo[op], x);
-    case FE_LOG2: return bin(c, "divide", tpu_hlo_unary(f, "log", x), splat(c, cdt, t, M_LN2));
-    case FE_LOG10: return bin(c, "divide", tpu_hlo_unary(f, "log", x), splat(c, cdt, t, M_LN10));
-    case FE_TRUNC:
-    case FE_FRAC: {
-      if (!tpu_dtype_is_float(cdt)) return op == FE_TRUNC ? x : splat(c, cdt, t, 0.0);
-      tpu_hlo_value_t tr = tpu_hlo_select(f, tpu_hlo_compare(f, "LT", x, splat(c, cdt, t, 0.0)),
-                                          tpu_hlo_unary(f, "ceil", x), tpu_hlo_unary(f, "floor", x));
-      return op == FE_TRUNC ? tr : bin(c, "subtract", x, tr);
-    }
-    case FE_FLOOR:
-    case FE_CEIL:
-    case FE_ROUND:
-      if (!tpu_dtype_is_float(cdt)) return x;
-      return tpu_hlo_unary(f, fe_unary_hlo[op], x);
-    default:
-      if (op > 0 && op < FE_UNARY_END && fe_unary_hlo[op]) return tpu_hlo_unary(f, fe_unary_hlo[op], x);
-      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: unknown unary op %d", c->name, op);
-      return TPU_HLO_NONE;
-  }
-}
-
-static void rule_foreach(tpu_op_ctx_t *c) {
-  tpu_hlo_func_t *f = c->f;
-  int64_t op = tpu_op_int(c, 0), n = tpu_op_int(c, 1), k = tpu_op_int(c, 2);
-  if (tpu_hlo_func_status(f)) return;
-  int want = fe_groups(op);
-  if (want == -1 || k < 0 || k > 3 || (want == -2 ? (k != 1 && k != 2) : k != want)) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: op %lld takes other operand groups, got %lld", c->name, (long long)op,
-                (long long)k);
-    return;
-  }
-  if (n <= 0 || n > TPU_OP_MAX_OUTPUTS || tpu_op_nints(c) != 3 + k + 2 * n) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: bad list length %lld (%d attrs)", c->name, (long long)n,
-                tpu_op_nints(c));
-    return;
-  }
-  int N = (int)n, K = (int)k;
-  int base[4], count[4];
-  int at = N;
-  for (int j = 0; j < K; j++) {
-    count[j] = (int)tpu_op_int(c, 3 + j);
-    if (count[j] != 1 && count[j] != N) {
-      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: group %d has %d values; 1 or %d expected", c->name, j, count[j], N);
-      return;
-    }
-    base[j] = at;
-    at += count[j];
-  }
-  if (at != c->nin) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: expected %d inputs, got %d", c->name, at, c->nin);
-    return;
-  }
-  tpu_hlo_value_t outs[TPU_OP_MAX_OUTPUTS];
-  for (int i = 0; i < N; i++) {
-    int64_t cc = tpu_op_int(c, 3 + K + 2 * i), oc = tpu_op_int(c, 4 + K + 2 * i);
-    if (!tpu_dtype_valid((int)cc) || !tpu_dtype_valid((int)oc) || cc == TPU_DTYPE_INVALID || oc == TPU_DTYPE_INVALID) {
-      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: bad dtypes %lld/%lld for tensor %d", c->name, (long long)cc,
-                  (long long)oc, i);
-      return;
-    }
-    tpu_dtype_t cdt = (tpu_dtype_t)cc, odt = (tpu_dtype_t)oc;
-    tpu_hlo_value_t vals[4];
-    vals[0] = c->in[i];
-    for (int j = 0; j < K; j++) vals[j + 1] = c->in[base[j] + (count[j] == 1 ? 0 : i)];
-    int64_t dims[TPU_MAX_RANK];
-    /* alpha / value / weight groups never widen the shape, but others may */
-    int rank = tpu_op_broadcast_shape(c, vals, 1 + K, dims);
-    if (rank < 0) return;
-    tpu_hlo_type_t t = tpu_hlo_type_make(cdt, rank, dims);
-    tpu_hlo_value_t x[4];
-    for (int j = 0; j <= K; j++) x[j] = as_shape(c, vals[j], cdt, &t);
-    tpu_hlo_value_t r = TPU_HLO_NONE;
-    switch (op) {
-      case FE_ADD:
-      case FE_SUB: {
-        tpu_hlo_value_t o = K == 2 ? bin(c, "multiply", x[2], x[1]) : x[1];
-        if (cdt == TPU_PRED) r = bin(c, op == FE_ADD ? "or" : "xor", x[0], o);
-        else r = bin(c, op == FE_ADD ? "add" : "subtract", x[0], o);
-        break;
-      }
-      case FE_MUL: r = bin(c, cdt == TPU_PRED ? "and" : "multiply", x[0], x[1]); break;
-      case FE_DIV: r = bin(c, "divide", x[0], x[1]); break;
-      case FE_MAXIMUM: r = bin(c, cdt == TPU_PRED ? "or" : "maximum", x[0], x[1]); break;
-      case FE_MINIMUM: r = bin(c, cdt == TPU_PRED ? "and" : "minimum", x[0], x[1]); break;
-      case FE_POW: r = bin(c, "power", x[0], x[1]); break;
-      case FE_RPOW: r = bin(c, "power", x[1], x[0]); break;
-      case FE_ADDCMUL: r = bin(c, "add", x[0], bin(c, "multiply", bin(c, "multiply", x[3], x[1]), x[2])); break;
-      case FE_ADDCDIV: r = bin(c, "add", x[0], bin(c, "divide", bin(c, "multiply", x[3], x[1]), x[2])); break;
-      case FE_LERP: {
-        /* weight < 0.5 ? self + weight*(end-self) : end - (end-self)*(1-weight) */
-        tpu_hlo_value_t d = bin(c, "subtract", x[1], x[0]);
-        tpu_hlo_value_t lo = bin(c, "add", x[0], bin(c, "multiply", x[2], d));
-        tpu_hlo_value_t hi =
-            bin(c, "subtract", x[1], bin(c, "multiply", d, bin(c, "subtract", splat(c, cdt, &t, 1.0), x[2])));
-        tpu_hlo_value_t small = tpu_hlo_compare(f, "LT", tpu_hlo_unary(f, "abs", x[2]), splat(c, cdt, &t, 0.5));
-        r = tpu_hlo_select(f, small, lo, hi);
-        break;
-      }
-      default: r = fe_unary(c, (int)op, x[0], cdt, &t); break;
-    }
-    outs[i] = tpu_hlo_cast(f, r, odt);
-  }
-  tpu_op_set_outputs(c, N, outs);
-}
-
-/* ---- foreach reductions -------------------------------------------------------------
- * Rule "foreach_norm".
- *   attrs: [kind, n, out_dtype], floats: [p] (kind NORM_P/POWSUM only)
- *     kind: 0 count of nonzeros (ord 0), 1 sum|x|, 2 sqrt(sum x^2),
- *           3 max|x| (inf), 4 min|x| (-inf), 5 (sum|x|^p)^(1/p),
- *           6 max x (_foreach_max), 7 sum|x|^p (powsum, no root)
- *   inputs: n tensors; outputs: n 0-d tensors of out_dtype, computed in
- *   opmath of the input (float16/bfloat16 accumulate in float32).
- */
-enum { FN_ZERO = 0, FN_ONE, FN_TWO, FN_INF, FN_NEGINF, FN_P, FN_MAX, FN_POWSUM };
-
-static void rule_foreach_norm(tpu_op_ctx_t *c) {
-  tpu_hlo_func_t *f = c->f;
-  int64_t kind = tpu_op_int(c, 0), n = tpu_op_int(c, 1), oc = tpu_op_int(c, 2);
-  if (tpu_hlo_func_status(f)) return;
-  if (kind < FN_ZERO || kind > FN_POWSUM || n <= 0 || n > TPU_OP_MAX_OUTPUTS || n != c->nin ||
-      !tpu_dtype_valid((int)oc) || oc == TPU_DTYPE_INVALID) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: bad attributes (kind %lld, n %lld, dtype %lld, %d inputs)", c->name,
-                (long long)kind, (long long)n, (long long)oc, c->nin);
-    return;
-  }
-  double p = (kind == FN_P || kind == FN_POWSUM) ? tpu_op_float(c, 0) : 0.0;
-  tpu_hlo_value_t outs[TPU_OP_MAX_OUTPUTS];
-  for (int i = 0; i < (int)n; i++) {
-    tpu_hlo_type_t it = *tpu_op_in_type(c, i);
-    /* norms compute in opmath of the result dtype (vector_norm converts its
-     * input to `dtype` first); max keeps the input type */
-    tpu_dtype_t cdt = kind == FN_MAX ? it.dtype : opmath((tpu_dtype_t)oc);
-    if (kind == FN_MAX && tpu_hlo_type_numel(&it) == 0) {
-      tpu_op_fail(c, TPU_INVALID_ARGUMENT,
-                  "%s: max(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction "
-                  "dim with the 'dim' argument.", c->name);
-      return;
-    }
-    if (kind == FN_NEGINF && tpu_hlo_type_numel(&it) == 0) {
-      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: linalg.vector_norm cannot compute the -inf norm on an empty tensor "
-                  "because the operation does not have an identity", c->name);
-      return;
-    }
-    tpu_hlo_value_t x = tpu_hlo_cast(f, c->in[i], cdt);
-    int64_t dims[TPU_MAX_RANK];
-    for (int d = 0; d < it.rank; d++) dims[d] = d;
-    tpu_hlo_type_t t = tpu_hlo_type_make(cdt, it.rank, it.dims);
-    if (kind != FN_MAX) x = tpu_hlo_unary(f, "abs", x);
-    tpu_hlo_value_t r;
-    switch (kind) {
-      case FN_ZERO:
-        x = tpu_hlo_convert(f, tpu_hlo_compare(f, "NE", x, splat(c, cdt, &t, 0.0)), cdt);
-        r = tpu_hlo_reduce(f, x, tpu_hlo_scalar(f, cdt, 0.0), dims, it.rank, "add");
-        break;
-      case FN_ONE: r = tpu_hlo_reduce(f, x, tpu_hlo_scalar(f, cdt, 0.0), dims, it.rank, "add"); break;
-      case FN_TWO:
-        r = tpu_hlo_unary(f, "sqrt",
-                          tpu_hlo_reduce(f, bin(c, "multiply", x, x), tpu_hlo_scalar(f, cdt, 0.0), dims, it.rank, "add"));
-        break;
-      case FN_INF: r = tpu_hlo_reduce(f, x, tpu_hlo_scalar(f, cdt, 0.0), dims, it.rank, "maximum"); break;
-      case FN_NEGINF: r = tpu_hlo_reduce(f, x, tpu_hlo_scalar(f, cdt, INFINITY), dims, it.rank, "minimum"); break;
-      case FN_MAX: {
-        double lo = tpu_dtype_is_float(cdt) ? -INFINITY
-                    : tpu_dtype_is_signed(cdt) ? -ldexp(1.0, 8 * (int)tpu_dtype_size(cdt) - 1) : 0.0;
-        r = tpu_hlo_reduce(f, x, tpu_hlo_scalar(f, cdt, lo), dims, it.rank, "maximum");
-        break;
-      }
-      default: {
-        tpu_hlo_value_t s = tpu_hlo_reduce(f, bin(c, "power", x, splat(c, cdt, &t, p)), tpu_hlo_scalar(f, cdt, 0.0),
-                                           dims, it.rank, "add");
-        r = kind == FN_POWSUM ? s : bin(c, "power", s, tpu_hlo_scalar(f, cdt, 1.0 / p));
-        break;
-      }
-    }
-    outs[i] = tpu_hlo_cast(f, r, (tpu_dtype_t)oc);
-  }
-  tpu_op_set_outputs(c, (int)n, outs);
 }
 
 /* ---- AMP gradient scaling ----------------------------------------------------------
@@ -540,14 +262,14 @@ static void rule_amp_unscale(tpu_op_ctx_t *c) {
     return;
   }
   int N = (int)n;
-  if (!check_scalar(c, N, "found_inf") || !check_scalar(c, N + 1, "inv_scale")) return;
+  if (!tpu_op_check_scalar(c, N, "found_inf") || !tpu_op_check_scalar(c, N + 1, "inv_scale")) return;
   tpu_hlo_type_t ft = *tpu_op_in_type(c, N);
   if (!tpu_dtype_is_float(ft.dtype)) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: found_inf must be a float tensor, got %s", c->name,
                 tpu_dtype_name(ft.dtype));
     return;
   }
-  tpu_hlo_value_t inv = scalar_in(c, N + 1, TPU_F32);
+  tpu_hlo_value_t inv = tpu_op_scalar_in(c, N + 1, TPU_F32);
   tpu_hlo_value_t bad = tpu_hlo_constant(f, tpu_hlo_type_scalar(TPU_PRED), 0);
   tpu_hlo_value_t outs[TPU_OP_MAX_OUTPUTS];
   for (int i = 0; i < N; i++) {
@@ -557,14 +279,14 @@ static void rule_amp_unscale(tpu_op_ctx_t *c) {
                   tpu_dtype_name(t.dtype));
       return;
     }
-    tpu_dtype_t cdt = opmath(t.dtype);
+    tpu_dtype_t cdt = tpu_op_opmath(t.dtype);
     tpu_hlo_value_t x = tpu_hlo_cast(f, c->in[i], cdt);
     int64_t dims[TPU_MAX_RANK];
     for (int d = 0; d < t.rank; d++) dims[d] = d;
     tpu_hlo_value_t fin = tpu_hlo_reduce(f, tpu_hlo_unary(f, "is_finite", x), tpu_hlo_constant(f, tpu_hlo_type_scalar(TPU_PRED), 1),
                                          dims, t.rank, "and");
-    bad = bin(c, "or", bad, tpu_hlo_unary(f, "not", fin));
-    outs[i] = tpu_hlo_cast(f, bin(c, "multiply", x, as_shape(c, inv, cdt, &t)), t.dtype);
+    bad = OR(c, bad, tpu_hlo_unary(f, "not", fin));
+    outs[i] = tpu_hlo_cast(f, MUL(c, x, tpu_op_scalar_as(c, inv, cdt, &t)), t.dtype);
   }
   tpu_hlo_value_t one = tpu_hlo_constant(f, ft, 1.0);
   outs[N] = tpu_hlo_select(f, tpu_hlo_broadcast_to(f, bad, ft.rank, ft.dims), one, c->in[N]);
@@ -582,25 +304,25 @@ static void rule_amp_unscale(tpu_op_ctx_t *c) {
 static void rule_amp_update_scale(tpu_op_ctx_t *c) {
   tpu_hlo_func_t *f = c->f;
   for (int i = 0; i < 6; i++)
-    if (!check_scalar(c, i, "amp_update_scale argument")) return;
+    if (!tpu_op_check_scalar(c, i, "amp_update_scale argument")) return;
   tpu_hlo_type_t st = *tpu_op_in_type(c, 0), gt = *tpu_op_in_type(c, 1);
   if (!tpu_dtype_is_float(st.dtype) || !tpu_dtype_is_int(gt.dtype)) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: expected a float scale and an integer growth_tracker, got %s and %s",
                 c->name, tpu_dtype_name(st.dtype), tpu_dtype_name(gt.dtype));
     return;
   }
-  tpu_hlo_value_t scale = scalar_in(c, 0, TPU_F64), tracker = scalar_in(c, 1, TPU_S64);
-  tpu_hlo_value_t found = tpu_hlo_compare(f, "NE", scalar_in(c, 2, TPU_F32), tpu_hlo_scalar(f, TPU_F32, 0.0));
-  tpu_hlo_value_t growth = scalar_in(c, 3, TPU_F64), backoff = scalar_in(c, 4, TPU_F64);
-  tpu_hlo_value_t interval = scalar_in(c, 5, TPU_S64);
+  tpu_hlo_value_t scale = tpu_op_scalar_in(c, 0, TPU_F64), tracker = tpu_op_scalar_in(c, 1, TPU_S64);
+  tpu_hlo_value_t found = tpu_hlo_compare(f, "NE", tpu_op_scalar_in(c, 2, TPU_F32), tpu_hlo_scalar(f, TPU_F32, 0.0));
+  tpu_hlo_value_t growth = tpu_op_scalar_in(c, 3, TPU_F64), backoff = tpu_op_scalar_in(c, 4, TPU_F64);
+  tpu_hlo_value_t interval = tpu_op_scalar_in(c, 5, TPU_S64);
   tpu_hlo_value_t zero = tpu_hlo_scalar(f, TPU_S64, 0);
-  tpu_hlo_value_t succ = bin(c, "add", tracker, tpu_hlo_scalar(f, TPU_S64, 1));
+  tpu_hlo_value_t succ = ADD(c, tracker, tpu_hlo_scalar(f, TPU_S64, 1));
   tpu_hlo_value_t grow = tpu_hlo_compare(f, "EQ", succ, interval);
-  tpu_hlo_value_t grown = tpu_hlo_cast(f, tpu_hlo_cast(f, bin(c, "multiply", scale, growth), st.dtype), TPU_F64);
+  tpu_hlo_value_t grown = tpu_hlo_cast(f, tpu_hlo_cast(f, MUL(c, scale, growth), st.dtype), TPU_F64);
   tpu_hlo_value_t grown_ok = tpu_hlo_select(f, tpu_hlo_unary(f, "is_finite", grown), grown, scale);
   tpu_hlo_value_t s_ok = tpu_hlo_select(f, grow, grown_ok, scale);
   tpu_hlo_value_t t_ok = tpu_hlo_select(f, grow, zero, succ);
-  tpu_hlo_value_t new_s = tpu_hlo_select(f, found, bin(c, "multiply", scale, backoff), s_ok);
+  tpu_hlo_value_t new_s = tpu_hlo_select(f, found, MUL(c, scale, backoff), s_ok);
   tpu_hlo_value_t new_t = tpu_hlo_select(f, found, zero, t_ok);
   tpu_hlo_value_t outs[2] = {tpu_hlo_reshape(f, tpu_hlo_cast(f, new_s, st.dtype), st.rank, st.dims),
                              tpu_hlo_reshape(f, tpu_hlo_cast(f, new_t, gt.dtype), gt.rank, gt.dims)};
@@ -610,8 +332,6 @@ static void rule_amp_update_scale(tpu_op_ctx_t *c) {
 const tpu_op_rule_t tpu_rules_optim[] = {
     {"fused_adam", rule_fused_adam, 8, -1},
     {"fused_sgd", rule_fused_sgd, 6, -1},
-    {"foreach", rule_foreach, 1, -1},
-    {"foreach_norm", rule_foreach_norm, 1, -1},
     {"amp_unscale", rule_amp_unscale, 3, -1},
     {"amp_update_scale", rule_amp_update_scale, 6, 6},
     {NULL, NULL, 0, 0},

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/ops.h"
+#include "ops/toolkit.h"
 
 static int rnd_shape(tpu_op_ctx_t *c, int first, tpu_dtype_t *dt, tpu_hlo_type_t *t) {
   *dt = (tpu_dtype_t)tpu_op_int(c, first);
@@ -68,10 +68,6 @@ static tpu_hlo_value_t rnd_unit(tpu_hlo_func_t *f, tpu_hlo_value_t state, const 
   return rnd_unit_of(f, rnd_words(f, state, shape, new_state), f64, true);
 }
 
-static tpu_hlo_value_t rnd_scalar_as(tpu_hlo_func_t *f, tpu_hlo_value_t s, const tpu_hlo_type_t *t) {
-  return tpu_hlo_broadcast_to(f, tpu_hlo_cast(f, s, t->dtype), t->rank, t->dims);
-}
-
 /* rng_uniform: in = [state, low, high]; out = [values, state]. */
 static void rule_uniform(tpu_op_ctx_t *c) {
   tpu_dtype_t dt;
@@ -83,7 +79,7 @@ static void rule_uniform(tpu_op_ctx_t *c) {
   const tpu_hlo_type_t *ut = tpu_hlo_type_of(c->f, u);
   if (!ut) return;
   tpu_hlo_type_t wt = *ut;
-  tpu_hlo_value_t lo = rnd_scalar_as(c->f, c->in[1], &wt), hi = rnd_scalar_as(c->f, c->in[2], &wt);
+  tpu_hlo_value_t lo = tpu_op_scalar_as(c, c->in[1], wt.dtype, &wt), hi = tpu_op_scalar_as(c, c->in[2], wt.dtype, &wt);
   tpu_hlo_value_t v = tpu_hlo_binary(c->f, "add", lo, tpu_hlo_binary(c->f, "multiply", u, tpu_hlo_binary(c->f, "subtract", hi, lo)));
   tpu_hlo_value_t outs[2] = {tpu_hlo_cast(c->f, v, dt), ns};
   tpu_op_set_outputs(c, 2, outs);
@@ -114,7 +110,7 @@ static void rule_normal(tpu_op_ctx_t *c) {
                                                               tpu_hlo_unary(f, "log", tpu_hlo_binary(f, "subtract", one, u1))));
   tpu_hlo_value_t th = tpu_hlo_binary(f, "multiply", tpu_hlo_constant(f, wt, 6.283185307179586), u2);
   tpu_hlo_value_t z = tpu_hlo_binary(f, "multiply", r, tpu_hlo_unary(f, "cosine", th));
-  tpu_hlo_value_t mean = rnd_scalar_as(f, c->in[1], &wt), std = rnd_scalar_as(f, c->in[2], &wt);
+  tpu_hlo_value_t mean = tpu_op_scalar_as(c, c->in[1], wt.dtype, &wt), std = tpu_op_scalar_as(c, c->in[2], wt.dtype, &wt);
   tpu_hlo_value_t v = tpu_hlo_binary(f, "add", mean, tpu_hlo_binary(f, "multiply", z, std));
   tpu_hlo_value_t outs[2] = {tpu_hlo_cast(f, v, dt), s2};
   tpu_op_set_outputs(c, 2, outs);
@@ -132,7 +128,7 @@ static void rule_randint(tpu_op_ctx_t *c) {
   tpu_hlo_value_t bits = tpu_hlo_rng_bit_generator(f, c->in[0], bt, &ns);
   tpu_hlo_type_t it = t;
   it.dtype = TPU_S64;
-  tpu_hlo_value_t lo = rnd_scalar_as(f, c->in[1], &it), hi = rnd_scalar_as(f, c->in[2], &it);
+  tpu_hlo_value_t lo = tpu_op_scalar_as(c, c->in[1], it.dtype, &it), hi = tpu_op_scalar_as(c, c->in[2], it.dtype, &it);
   tpu_hlo_value_t range = tpu_hlo_convert(f, tpu_hlo_binary(f, "subtract", hi, lo), TPU_U64);
   tpu_hlo_value_t r = tpu_hlo_convert(f, tpu_hlo_binary(f, "remainder", bits, range), TPU_S64);
   tpu_hlo_value_t outs[2] = {tpu_hlo_cast(f, tpu_hlo_binary(f, "add", lo, r), dt), ns};
@@ -154,7 +150,7 @@ static void rule_bernoulli(tpu_op_ctx_t *c) {
   const tpu_hlo_type_t *ut = tpu_hlo_type_of(f, u);
   if (!ut) return;
   tpu_hlo_type_t wt = *ut;
-  tpu_hlo_value_t p = rnd_scalar_as(f, c->in[1], &wt);
+  tpu_hlo_value_t p = tpu_op_scalar_as(c, c->in[1], wt.dtype, &wt);
   tpu_hlo_value_t m = tpu_hlo_compare(f, "LT", u, p);
   tpu_hlo_value_t outs[2] = {dt == TPU_PRED ? m : tpu_hlo_convert(f, m, dt), ns};
   tpu_op_set_outputs(c, 2, outs);
@@ -172,7 +168,7 @@ static void rule_dropout(tpu_op_ctx_t *c) {
   const tpu_hlo_type_t *ut = tpu_hlo_type_of(f, u);
   if (!ut) return;
   tpu_hlo_type_t wt = *ut;
-  tpu_hlo_value_t p = rnd_scalar_as(f, c->in[2], &wt);
+  tpu_hlo_value_t p = tpu_op_scalar_as(c, c->in[2], wt.dtype, &wt);
   tpu_hlo_value_t one = tpu_hlo_constant(f, wt, 1.0);
   tpu_hlo_value_t keep = tpu_hlo_binary(f, "subtract", one, p);
   tpu_hlo_value_t mask = tpu_hlo_compare(f, "LT", u, keep);
@@ -196,7 +192,7 @@ static void rule_dropout_backward(tpu_op_ctx_t *c) {
   const tpu_hlo_type_t *mt = tpu_hlo_type_of(f, mask);
   if (!mt) return;
   if (mt->dtype != TPU_PRED) mask = tpu_hlo_compare(f, "NE", mask, tpu_hlo_constant(f, *mt, 0));
-  tpu_hlo_value_t s = rnd_scalar_as(f, c->in[2], &gt);
+  tpu_hlo_value_t s = tpu_op_scalar_as(c, c->in[2], gt.dtype, &gt);
   tpu_hlo_value_t y = tpu_hlo_select(f, mask, tpu_hlo_binary(f, "multiply", c->in[0], s), tpu_hlo_constant(f, gt, 0));
   tpu_op_set_output(c, y);
 }

@@ -1,4 +1,7 @@
-/* reduce.c - reductions, softmax, scans, sort/topk.
+/* reduce.c - reductions over dims (sum, mean, prod, amax / amin, max / min,
+ * argmax / argmin, all / any, count_nonzero, var / std, norm, powsum,
+ * logsumexp, nansum), softmax and its backward, the scans (cumsum, cumprod,
+ * cummax / cummin, logcumsumexp) and sort / topk.
  *
  * Conventions (the contract with torch_tpu/ops/reduce.py):
  *
@@ -19,74 +22,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ops/ops.h"
+#include "ops/toolkit.h"
 
 typedef tpu_hlo_value_t V;
-
-static const tpu_hlo_type_t *type_of(tpu_op_ctx_t *c, V v) { return tpu_hlo_type_of(c->f, v); }
-static tpu_dtype_t dtype_of(tpu_op_ctx_t *c, V v) {
-  const tpu_hlo_type_t *t = type_of(c, v);
-  return t ? t->dtype : TPU_DTYPE_INVALID;
-}
-static V K(tpu_op_ctx_t *c, V like, double value) {
-  const tpu_hlo_type_t *t = type_of(c, like);
-  return t ? tpu_hlo_constant(c->f, *t, value) : TPU_HLO_NONE;
-}
-static V ADD(tpu_op_ctx_t *c, V a, V b) { return tpu_hlo_binary(c->f, "add", a, b); }
-static V SUB(tpu_op_ctx_t *c, V a, V b) { return tpu_hlo_binary(c->f, "subtract", a, b); }
-static V MUL(tpu_op_ctx_t *c, V a, V b) { return tpu_hlo_binary(c->f, "multiply", a, b); }
-static V DIV(tpu_op_ctx_t *c, V a, V b) { return tpu_hlo_binary(c->f, "divide", a, b); }
-static V UN(tpu_op_ctx_t *c, const char *op, V x) { return tpu_hlo_unary(c->f, op, x); }
-static V SEL(tpu_op_ctx_t *c, V p, V t, V f) { return tpu_hlo_select(c->f, p, t, f); }
-static V CMPK(tpu_op_ctx_t *c, const char *dir, V x, double k) { return tpu_hlo_compare(c->f, dir, x, K(c, x, k)); }
-
-static int is_half(tpu_dtype_t dt) { return dt == TPU_F16 || dt == TPU_BF16; }
-static tpu_dtype_t acc_dtype(tpu_dtype_t dt) { return is_half(dt) ? TPU_F32 : dt; }
-
-static int64_t int_attr_or(tpu_op_ctx_t *c, int i, int64_t dflt) {
-  return tpu_op_nints(c) > i ? tpu_op_int(c, i) : dflt;
-}
-static double float_attr_or(tpu_op_ctx_t *c, int i, double dflt) {
-  return c->attrs->nfloats > i ? tpu_op_float(c, i) : dflt;
-}
-
-/* dtype attr i: 0 or absent -> dflt. */
-static tpu_dtype_t dtype_attr(tpu_op_ctx_t *c, int i, tpu_dtype_t dflt) {
-  int64_t code = int_attr_or(c, i, 0);
-  if (code == 0) return dflt;
-  if (!tpu_dtype_valid((int)code)) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: invalid dtype code %lld", c->name, (long long)code);
-    return TPU_DTYPE_INVALID;
-  }
-  return (tpu_dtype_t)code;
-}
-
-/* Identity/extreme values of a dtype as 0-d constants. */
-static V lowest(tpu_op_ctx_t *c, tpu_dtype_t dt) {
-  switch (dt) {
-    case TPU_PRED: return tpu_hlo_scalar(c->f, dt, 0);
-    case TPU_S8: return tpu_hlo_scalar(c->f, dt, -128);
-    case TPU_S16: return tpu_hlo_scalar(c->f, dt, -32768);
-    case TPU_S32: return tpu_hlo_scalar(c->f, dt, -2147483648.0);
-    case TPU_S64: return tpu_hlo_constant_i64(c->f, tpu_hlo_type_scalar(dt), INT64_MIN);
-    case TPU_U8: case TPU_U16: case TPU_U32: case TPU_U64: return tpu_hlo_scalar(c->f, dt, 0);
-    default: return tpu_hlo_scalar(c->f, dt, -INFINITY);
-  }
-}
-static V highest(tpu_op_ctx_t *c, tpu_dtype_t dt) {
-  switch (dt) {
-    case TPU_PRED: return tpu_hlo_scalar(c->f, dt, 1);
-    case TPU_S8: return tpu_hlo_scalar(c->f, dt, 127);
-    case TPU_S16: return tpu_hlo_scalar(c->f, dt, 32767);
-    case TPU_S32: return tpu_hlo_scalar(c->f, dt, 2147483647.0);
-    case TPU_S64: return tpu_hlo_constant_i64(c->f, tpu_hlo_type_scalar(dt), INT64_MAX);
-    case TPU_U8: return tpu_hlo_scalar(c->f, dt, 255);
-    case TPU_U16: return tpu_hlo_scalar(c->f, dt, 65535);
-    case TPU_U32: return tpu_hlo_scalar(c->f, dt, 4294967295.0);
-    case TPU_U64: return tpu_hlo_constant_i64(c->f, tpu_hlo_type_scalar(dt), -1); /* all ones */
-    default: return tpu_hlo_scalar(c->f, dt, INFINITY);
-  }
-}
 
 /* ---- the reduced-dims description ---------------------------------------- */
 
@@ -105,7 +43,7 @@ typedef struct red {
 /* Fills r from an explicit dim list (n < 0: all dims). */
 static bool red_init(tpu_op_ctx_t *c, V x, const int64_t *list, int n, bool keepdim, red_t *r) {
   memset(r, 0, sizeof(*r));
-  const tpu_hlo_type_t *t = type_of(c, x);
+  const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, x);
   if (!t) return false;
   r->rank = t->rank;
   r->keepdim = keepdim;
@@ -141,7 +79,7 @@ static bool red_init(tpu_op_ctx_t *c, V x, const int64_t *list, int n, bool keep
 static bool red_from_attrs(tpu_op_ctx_t *c, V x, int kd, int first, red_t *r) {
   int n = tpu_op_nints(c) - first;
   if (n < 0) n = 0;
-  return red_init(c, x, n ? c->attrs->ints + first : NULL, n, int_attr_or(c, kd, 0) != 0, r);
+  return red_init(c, x, n ? c->attrs->ints + first : NULL, n, tpu_op_int_or(c, kd, 0) != 0, r);
 }
 
 /* Reduces x (already in its accumulation dtype) with `body`/`init`. */
@@ -163,11 +101,6 @@ static V red_back(tpu_op_ctx_t *c, V v, const red_t *r) {
   return tpu_hlo_broadcast_to(c->f, k, r->rank, r->in_dims);
 }
 
-static V to_bool(tpu_op_ctx_t *c, V x) {
-  if (dtype_of(c, x) == TPU_PRED) return x;
-  return CMPK(c, "NE", x, 0.0);
-}
-
 static bool check_nonempty(tpu_op_ctx_t *c, const red_t *r) {
   for (int i = 0; i < r->nd; i++) {
     if (r->in_dims[r->dims[i]] == 0) {
@@ -182,9 +115,9 @@ static bool check_nonempty(tpu_op_ctx_t *c, const red_t *r) {
 /* max/min over the dims with NaN winning (independent of the backend's
  * maximum semantics: any NaN in a slice makes that slice NaN). */
 static V red_extreme(tpu_op_ctx_t *c, V x, bool is_max, const red_t *r) {
-  tpu_dtype_t dt = dtype_of(c, x);
+  tpu_dtype_t dt = tpu_op_dtype(c, x);
   if (dt == TPU_PRED) return red_apply(c, x, tpu_hlo_scalar(c->f, dt, is_max ? 0 : 1), is_max ? "or" : "and", r);
-  V m = red_apply(c, x, is_max ? lowest(c, dt) : highest(c, dt), is_max ? "maximum" : "minimum", r);
+  V m = red_apply(c, x, is_max ? tpu_op_lowest(c, dt) : tpu_op_highest(c, dt), is_max ? "maximum" : "minimum", r);
   if (!tpu_dtype_is_float(dt) || r->nd == 0) return m;
   V nan = red_apply(c, tpu_hlo_compare(c->f, "NE", x, x), tpu_hlo_scalar(c->f, TPU_PRED, 0), "or", r);
   return SEL(c, nan, K(c, m, NAN), m);
@@ -199,10 +132,10 @@ static tpu_dtype_t sum_default(tpu_dtype_t in) {
 /* sum: x; ints [dtype (0: int64 for bool/int, else x's), keepdim, dim...]. */
 static void rule_sum(tpu_op_ctx_t *c) {
   V x = c->in[0];
-  tpu_dtype_t dt = dtype_attr(c, 0, sum_default(dtype_of(c, x)));
+  tpu_dtype_t dt = tpu_op_dtype_attr(c, 0, sum_default(tpu_op_dtype(c, x)));
   red_t r;
   if (!dt || !red_from_attrs(c, x, 1, 2, &r)) return;
-  tpu_dtype_t at = acc_dtype(dt);
+  tpu_dtype_t at = tpu_op_opmath(dt);
   V xa = tpu_hlo_cast(c->f, tpu_hlo_cast(c->f, x, dt), at);
   V s = red_apply(c, xa, tpu_hlo_scalar(c->f, at, 0), at == TPU_PRED ? "or" : "add", &r);
   tpu_op_set_output(c, red_shape(c, tpu_hlo_cast(c->f, s, dt), &r));
@@ -211,10 +144,10 @@ static void rule_sum(tpu_op_ctx_t *c) {
 /* prod: as sum, with multiply. */
 static void rule_prod(tpu_op_ctx_t *c) {
   V x = c->in[0];
-  tpu_dtype_t dt = dtype_attr(c, 0, sum_default(dtype_of(c, x)));
+  tpu_dtype_t dt = tpu_op_dtype_attr(c, 0, sum_default(tpu_op_dtype(c, x)));
   red_t r;
   if (!dt || !red_from_attrs(c, x, 1, 2, &r)) return;
-  tpu_dtype_t at = acc_dtype(dt);
+  tpu_dtype_t at = tpu_op_opmath(dt);
   V xa = tpu_hlo_cast(c->f, tpu_hlo_cast(c->f, x, dt), at);
   V s = red_apply(c, xa, tpu_hlo_scalar(c->f, at, 1), at == TPU_PRED ? "and" : "multiply", &r);
   tpu_op_set_output(c, red_shape(c, tpu_hlo_cast(c->f, s, dt), &r));
@@ -223,7 +156,7 @@ static void rule_prod(tpu_op_ctx_t *c) {
 /* mean: x; ints [dtype (a float type; 0: x's), keepdim, dim...]. */
 static void rule_mean(tpu_op_ctx_t *c) {
   V x = c->in[0];
-  tpu_dtype_t dt = dtype_attr(c, 0, dtype_of(c, x));
+  tpu_dtype_t dt = tpu_op_dtype_attr(c, 0, tpu_op_dtype(c, x));
   if (!dt) return;
   if (!tpu_dtype_is_float(dt) && !tpu_dtype_is_complex(dt)) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT,
@@ -234,7 +167,7 @@ static void rule_mean(tpu_op_ctx_t *c) {
   }
   red_t r;
   if (!red_from_attrs(c, x, 1, 2, &r)) return;
-  tpu_dtype_t at = acc_dtype(dt);
+  tpu_dtype_t at = tpu_op_opmath(dt);
   V xa = tpu_hlo_cast(c->f, tpu_hlo_cast(c->f, x, dt), at);
   V s = red_apply(c, xa, tpu_hlo_scalar(c->f, at, 0), "add", &r);
   s = DIV(c, s, K(c, s, (double)r.count));
@@ -275,7 +208,7 @@ static void rule_min(tpu_op_ctx_t *c) { full_extreme_rule(c, false); }
 static void extreme_dim_rule(tpu_op_ctx_t *c, bool is_max) {
   V x = c->in[0];
   int64_t dim = tpu_op_int(c, 0);
-  bool keepdim = int_attr_or(c, 1, 0) != 0;
+  bool keepdim = tpu_op_int_or(c, 1, 0) != 0;
   red_t r;
   if (!red_init(c, x, &dim, 1, keepdim, &r)) return;
   if (r.nd == 0) { /* 0-d input */
@@ -300,10 +233,10 @@ static void rule_min_dim(tpu_op_ctx_t *c) { extreme_dim_rule(c, false); }
  * Without a dim the index is into the flattened input (keepdim: all-ones shape). */
 static void arg_rule(tpu_op_ctx_t *c, bool is_max) {
   V x = c->in[0];
-  bool has_dim = int_attr_or(c, 0, 0) != 0;
-  int64_t dim = int_attr_or(c, 1, 0);
-  bool keepdim = int_attr_or(c, 2, 0) != 0;
-  const tpu_hlo_type_t *t = type_of(c, x);
+  bool has_dim = tpu_op_int_or(c, 0, 0) != 0;
+  int64_t dim = tpu_op_int_or(c, 1, 0);
+  bool keepdim = tpu_op_int_or(c, 2, 0) != 0;
+  const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, x);
   if (!t) return;
   if (has_dim) {
     red_t r;
@@ -342,11 +275,11 @@ static void rule_argmin(tpu_op_ctx_t *c) { arg_rule(c, false); }
  * keepdim, dim...]. */
 static void bool_rule(tpu_op_ctx_t *c, bool is_all) {
   V x = c->in[0];
-  tpu_dtype_t in = dtype_of(c, x);
-  tpu_dtype_t dt = dtype_attr(c, 0, in == TPU_U8 ? TPU_U8 : TPU_PRED);
+  tpu_dtype_t in = tpu_op_dtype(c, x);
+  tpu_dtype_t dt = tpu_op_dtype_attr(c, 0, in == TPU_U8 ? TPU_U8 : TPU_PRED);
   red_t r;
   if (!dt || !red_from_attrs(c, x, 1, 2, &r)) return;
-  V s = red_apply(c, to_bool(c, x), tpu_hlo_scalar(c->f, TPU_PRED, is_all ? 1 : 0), is_all ? "and" : "or", &r);
+  V s = red_apply(c, tpu_ew_to_bool(c, x), tpu_hlo_scalar(c->f, TPU_PRED, is_all ? 1 : 0), is_all ? "and" : "or", &r);
   tpu_op_set_output(c, red_shape(c, tpu_hlo_cast(c->f, s, dt), &r));
 }
 static void rule_all(tpu_op_ctx_t *c) { bool_rule(c, true); }
@@ -355,12 +288,47 @@ static void rule_any(tpu_op_ctx_t *c) { bool_rule(c, false); }
 /* count_nonzero: x; ints [dtype (0: int64), keepdim (ignored: 0), dim...]. */
 static void rule_count_nonzero(tpu_op_ctx_t *c) {
   V x = c->in[0];
-  tpu_dtype_t dt = dtype_attr(c, 0, TPU_S64);
+  tpu_dtype_t dt = tpu_op_dtype_attr(c, 0, TPU_S64);
   red_t r;
   if (!dt || !red_from_attrs(c, x, 1, 2, &r)) return;
-  V ones = tpu_hlo_convert(c->f, to_bool(c, x), TPU_S64);
+  V ones = tpu_hlo_convert(c->f, tpu_ew_to_bool(c, x), TPU_S64);
   V s = red_apply(c, ones, tpu_hlo_scalar(c->f, TPU_S64, 0), "add", &r);
   tpu_op_set_output(c, red_shape(c, tpu_hlo_cast(c->f, s, dt), &r));
+}
+
+/* nansum: x; ints [dtype, keepdim, ndims, dims[ndims] (normalised; none =
+ * all)].  NaNs count as 0; halves accumulate in f32. */
+static void rule_nansum(tpu_op_ctx_t *c) {
+  tpu_dtype_t dt = tpu_op_result_dtype(c, 0, 1);
+  int keep = (int)tpu_op_int(c, 1);
+  int64_t nd = tpu_op_int(c, 2);
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
+  if (dt == TPU_DTYPE_INVALID || dt == TPU_PRED) {
+    tpu_op_fail(c, TPU_UNIMPLEMENTED, "nansum: dtype");
+    return;
+  }
+  int red[TPU_MAX_RANK] = {0};
+  int64_t dims[TPU_MAX_RANK];
+  int n = 0;
+  if (nd == 0)
+    for (int i = 0; i < t.rank; i++) red[i] = 1;
+  for (int i = 0; i < nd; i++) {
+    int64_t d = tpu_op_dim(c, tpu_op_int(c, 3 + i), t.rank > 0 ? t.rank : 1);
+    if (d >= 0 && d < t.rank) red[d] = 1;
+  }
+  if (tpu_hlo_func_status(c->f)) return;
+  for (int i = 0; i < t.rank; i++)
+    if (red[i]) dims[n++] = i;
+  tpu_dtype_t ct = tpu_op_opmath(dt);
+  V x = tpu_hlo_cast(c->f, tpu_hlo_cast(c->f, c->in[0], dt), ct);
+  if (tpu_dtype_is_float(ct)) x = SEL(c, tpu_ew_isnan(c, x), K(c, x, 0.0), x);
+  V r = n ? tpu_hlo_reduce(c->f, x, tpu_hlo_scalar(c->f, ct, 0.0), dims, n, "add") : x;
+  if (keep && n) {
+    int64_t od[TPU_MAX_RANK];
+    for (int i = 0; i < t.rank; i++) od[i] = red[i] ? 1 : t.dims[i];
+    r = tpu_hlo_reshape(c->f, r, t.rank, od);
+  }
+  tpu_op_finish(c, r, dt);
 }
 
 /* ---- statistics ------------------------------------------------------------------ */
@@ -370,16 +338,16 @@ static void rule_count_nonzero(tpu_op_ctx_t *c) {
  * squared deviations / max(N - correction, 0). */
 static void var_rule(tpu_op_ctx_t *c, bool take_sqrt, bool with_mean) {
   V x = c->in[0];
-  tpu_dtype_t dt = dtype_attr(c, 0, dtype_of(c, x));
+  tpu_dtype_t dt = tpu_op_dtype_attr(c, 0, tpu_op_dtype(c, x));
   if (!dt) return;
   if (!tpu_dtype_is_float(dt)) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "std and var only support floating point and complex dtypes");
     return;
   }
-  double correction = float_attr_or(c, 0, 1.0);
+  double correction = tpu_op_float_or(c, 0, 1.0);
   red_t r;
   if (!red_from_attrs(c, x, 1, 2, &r)) return;
-  tpu_dtype_t at = acc_dtype(dt);
+  tpu_dtype_t at = tpu_op_opmath(dt);
   V xa = tpu_hlo_cast(c->f, tpu_hlo_cast(c->f, x, dt), at);
   V zero = tpu_hlo_scalar(c->f, at, 0);
   V sum = red_apply(c, xa, zero, "add", &r);
@@ -404,10 +372,12 @@ static void rule_var_mean(tpu_op_ctx_t *c) { var_rule(c, false, true); }
 static void rule_std_mean(tpu_op_ctx_t *c) { var_rule(c, true, true); }
 
 /* norm (linalg.vector_norm): x; ints [dtype (0: x's), keepdim, dim...];
- * floats [p (default 2)].  p = 0 counts non-zeros, inf/-inf are max/min |x|. */
-static void rule_norm(tpu_op_ctx_t *c) {
+ * floats [p (default 2)].  p = 0 counts non-zeros, inf/-inf are max/min |x|.
+ * powsum (torch._foreach_powsum): the same attrs, sum |x|^p (no root, and
+ * no special case for any p). */
+static void norm_impl(tpu_op_ctx_t *c, bool root) {
   V x = c->in[0];
-  tpu_dtype_t dt = dtype_attr(c, 0, dtype_of(c, x));
+  tpu_dtype_t dt = tpu_op_dtype_attr(c, 0, tpu_op_dtype(c, x));
   if (!dt) return;
   if (!tpu_dtype_is_float(dt)) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT,
@@ -415,15 +385,17 @@ static void rule_norm(tpu_op_ctx_t *c) {
                 tpu_dtype_name(dt));
     return;
   }
-  double p = float_attr_or(c, 0, 2.0);
+  double p = tpu_op_float_or(c, 0, 2.0);
   red_t r;
   if (!red_from_attrs(c, x, 1, 2, &r)) return;
-  tpu_dtype_t at = acc_dtype(dt);
+  tpu_dtype_t at = tpu_op_opmath(dt);
   V xa = tpu_hlo_cast(c->f, tpu_hlo_cast(c->f, x, dt), at);
   V ax = UN(c, "abs", xa);
   V zero = tpu_hlo_scalar(c->f, at, 0);
   V res;
-  if (isinf(p)) {
+  if (!root) {
+    res = red_apply(c, POW(c, ax, K(c, ax, p)), zero, "add", &r);
+  } else if (isinf(p)) {
     if (r.count == 0) {
       tpu_op_fail(c, TPU_INVALID_ARGUMENT,
                   "linalg.vector_norm cannot compute the %s norm on an empty tensor because the operation does "
@@ -439,23 +411,25 @@ static void rule_norm(tpu_op_ctx_t *c) {
   } else if (p == 2) {
     res = UN(c, "sqrt", red_apply(c, MUL(c, ax, ax), zero, "add", &r));
   } else {
-    V pw = tpu_hlo_binary(c->f, "power", ax, K(c, ax, p));
+    V pw = POW(c, ax, K(c, ax, p));
     V s = red_apply(c, pw, zero, "add", &r);
-    res = tpu_hlo_binary(c->f, "power", s, K(c, s, 1.0 / p));
+    res = POW(c, s, K(c, s, 1.0 / p));
   }
   tpu_op_set_output(c, red_shape(c, tpu_hlo_cast(c->f, res, dt), &r));
 }
+static void rule_norm(tpu_op_ctx_t *c) { norm_impl(c, true); }
+static void rule_powsum(tpu_op_ctx_t *c) { norm_impl(c, false); }
 
 /* logsumexp: x; ints [dtype (a float type; 0: x's), keepdim, dim...].
  * max-shifted; an infinite max shifts by 0 (PyTorch). */
 static void rule_logsumexp(tpu_op_ctx_t *c) {
   V x = c->in[0];
-  tpu_dtype_t dt = dtype_attr(c, 0, dtype_of(c, x));
+  tpu_dtype_t dt = tpu_op_dtype_attr(c, 0, tpu_op_dtype(c, x));
   red_t r;
   if (!dt || !red_from_attrs(c, x, 1, 2, &r)) return;
-  tpu_dtype_t at = acc_dtype(dt);
+  tpu_dtype_t at = tpu_op_opmath(dt);
   V xa = tpu_hlo_cast(c->f, tpu_hlo_cast(c->f, x, dt), at);
-  V m = red_apply(c, xa, lowest(c, at), "maximum", &r);
+  V m = red_apply(c, xa, tpu_op_lowest(c, at), "maximum", &r);
   m = SEL(c, CMPK(c, "EQ", UN(c, "abs", m), INFINITY), K(c, m, 0.0), m);
   V e = UN(c, "exponential", SUB(c, xa, red_back(c, m, &r)));
   V s = red_apply(c, e, tpu_hlo_scalar(c->f, at, 0), "add", &r);
@@ -469,12 +443,12 @@ static void rule_logsumexp(tpu_op_ctx_t *c) {
 static void softmax_rule(tpu_op_ctx_t *c, bool is_log) {
   V x = c->in[0];
   int64_t dim = tpu_op_int(c, 0);
-  tpu_dtype_t dt = dtype_attr(c, 1, dtype_of(c, x));
+  tpu_dtype_t dt = tpu_op_dtype_attr(c, 1, tpu_op_dtype(c, x));
   red_t r;
   if (!dt || !red_init(c, x, &dim, 1, true, &r)) return;
-  tpu_dtype_t at = acc_dtype(dt);
+  tpu_dtype_t at = tpu_op_opmath(dt);
   V xa = tpu_hlo_cast(c->f, x, at);
-  V m = red_back(c, red_apply(c, xa, lowest(c, at), "maximum", &r), &r);
+  V m = red_back(c, red_apply(c, xa, tpu_op_lowest(c, at), "maximum", &r), &r);
   V sh = SUB(c, xa, m);
   V e = UN(c, "exponential", sh);
   V s = red_back(c, red_apply(c, e, tpu_hlo_scalar(c->f, at, 0), "add", &r), &r);
@@ -490,10 +464,10 @@ static void rule_log_softmax(tpu_op_ctx_t *c) { softmax_rule(c, true); }
 static void softmax_bwd_rule(tpu_op_ctx_t *c, bool is_log) {
   V g = c->in[0], y = c->in[1];
   int64_t dim = tpu_op_int(c, 0);
-  tpu_dtype_t dt = dtype_attr(c, 1, dtype_of(c, g));
+  tpu_dtype_t dt = tpu_op_dtype_attr(c, 1, tpu_op_dtype(c, g));
   red_t r;
   if (!dt || !red_init(c, g, &dim, 1, true, &r)) return;
-  tpu_dtype_t at = acc_dtype(dt);
+  tpu_dtype_t at = tpu_op_opmath(dt);
   V ga = tpu_hlo_cast(c->f, g, at), ya = tpu_hlo_cast(c->f, y, at);
   V zero = tpu_hlo_scalar(c->f, at, 0);
   V res;
@@ -511,43 +485,102 @@ static void rule_log_softmax_backward(tpu_op_ctx_t *c) { softmax_bwd_rule(c, tru
 
 /* ---- scans ------------------------------------------------------------------------------ */
 
-/* cumsum / cumprod: x; ints [dim, dtype (0: int64 for bool/int, else x's)].
- * A log-step (Hillis-Steele) scan: ceil(log2 n) shifted adds along dim. */
+/* Log-step (Hillis-Steele) inclusive scan along dim: ceil(log2 n) shifted
+ * combinations with `op` (or fn); `ident` is a 0-d value of y's type that
+ * fills the shifted-in positions. */
+typedef V (*combine_fn)(tpu_op_ctx_t *c, V acc_, V shifted);
+static V scan(tpu_op_ctx_t *c, V y, int dim, V ident, combine_fn fn, const char *op) {
+  tpu_hlo_type_t t = tpu_op_type(c, y);
+  int64_t n = t.dims[dim];
+  for (int64_t k = 1; k < n; k *= 2) {
+    int64_t st[TPU_MAX_RANK], lim[TPU_MAX_RANK], lo[TPU_MAX_RANK], hi[TPU_MAX_RANK], in[TPU_MAX_RANK];
+    for (int i = 0; i < t.rank; i++) {
+      st[i] = lo[i] = hi[i] = in[i] = 0;
+      lim[i] = t.dims[i];
+    }
+    lim[dim] = n - k;
+    lo[dim] = k;
+    V sh = tpu_hlo_pad(c->f, tpu_hlo_slice(c->f, y, st, lim, NULL), ident, lo, hi, in);
+    y = fn ? fn(c, y, sh) : tpu_hlo_binary(c->f, op, y, sh);
+  }
+  return y;
+}
+
+/* cumsum / cumprod: x; ints [dim, dtype (0: int64 for bool/int, else x's)]. */
 static void scan_rule(tpu_op_ctx_t *c, bool is_prod) {
   V x = c->in[0];
   int64_t dim = tpu_op_int(c, 0);
-  tpu_dtype_t dt = dtype_attr(c, 1, sum_default(dtype_of(c, x)));
-  const tpu_hlo_type_t *t = type_of(c, x);
+  tpu_dtype_t dt = tpu_op_dtype_attr(c, 1, sum_default(tpu_op_dtype(c, x)));
+  const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, x);
   if (!dt || !t) return;
   int rank = t->rank;
   dim = tpu_op_dim(c, dim, rank);
   if (tpu_hlo_func_status(c->f)) return;
-  tpu_dtype_t at = acc_dtype(dt);
+  tpu_dtype_t at = tpu_op_opmath(dt);
   V y = tpu_hlo_cast(c->f, tpu_hlo_cast(c->f, x, dt), at);
   if (rank == 0) {
     tpu_op_set_output(c, tpu_hlo_cast(c->f, y, dt));
     return;
   }
-  int64_t n = t->dims[dim];
   const char *op = is_prod ? "multiply" : "add";
   if (at == TPU_PRED) op = is_prod ? "and" : "or";
   V ident = tpu_hlo_scalar(c->f, at, is_prod ? 1 : 0);
-  for (int64_t k = 1; k < n; k *= 2) {
-    int64_t start[TPU_MAX_RANK], limit[TPU_MAX_RANK], lo[TPU_MAX_RANK], hi[TPU_MAX_RANK], in[TPU_MAX_RANK];
-    for (int i = 0; i < rank; i++) {
-      start[i] = 0;
-      limit[i] = t->dims[i];
-      lo[i] = hi[i] = in[i] = 0;
-    }
-    limit[dim] = n - k;
-    lo[dim] = k;
-    V shifted = tpu_hlo_pad(c->f, tpu_hlo_slice(c->f, y, start, limit, NULL), ident, lo, hi, in);
-    y = tpu_hlo_binary(c->f, op, y, shifted);
-  }
-  tpu_op_set_output(c, tpu_hlo_cast(c->f, y, dt));
+  tpu_op_set_output(c, tpu_hlo_cast(c->f, scan(c, y, (int)dim, ident, NULL, op), dt));
 }
 static void rule_cumsum(tpu_op_ctx_t *c) { scan_rule(c, false); }
 static void rule_cumprod(tpu_op_ctx_t *c) { scan_rule(c, true); }
+
+/* cummaxmin: x; ints [dim, is_max] -> (values, indices s64).  As PyTorch:
+ * ties take the last index; a NaN sticks (value NaN, index of the latest NaN). */
+static void rule_cummaxmin(tpu_op_ctx_t *c) {
+  V x = c->in[0];
+  tpu_hlo_type_t t = tpu_op_type(c, x);
+  int is_max = (int)tpu_op_int(c, 1);
+  if (t.dtype == TPU_PRED) {
+    tpu_op_fail(c, TPU_UNIMPLEMENTED, "%s: bool", c->name);
+    return;
+  }
+  if (t.rank == 0) {
+    V outs[2] = {x, tpu_hlo_constant(c->f, tpu_hlo_type_scalar(TPU_S64), 0.0)};
+    tpu_op_set_outputs(c, 2, outs);
+    return;
+  }
+  int dim = (int)tpu_op_dim(c, tpu_op_int(c, 0), t.rank);
+  if (tpu_hlo_func_status(c->f)) return;
+  int isf = tpu_dtype_is_float(t.dtype);
+  const char *op = is_max ? "maximum" : "minimum";
+  V ident = is_max ? tpu_op_lowest(c, t.dtype) : tpu_op_highest(c, t.dtype);
+  V xs = isf ? SEL(c, tpu_ew_isnan(c, x), tpu_hlo_broadcast_to(c->f, ident, t.rank, t.dims), x) : x;
+  V v = scan(c, xs, dim, ident, NULL, op);
+  V match = CMP(c, "EQ", xs, v);
+  if (isf) {
+    V nan = tpu_hlo_convert(c->f, tpu_ew_isnan(c, x), TPU_S8);
+    V seen = CMPK(c, "NE", scan(c, nan, dim, tpu_hlo_scalar(c->f, TPU_S8, 0), NULL, "maximum"), 0.0);
+    v = SEL(c, seen, K(c, v, NAN), v);
+    match = SEL(c, seen, tpu_ew_isnan(c, x), match);
+  }
+  tpu_hlo_type_t it = t;
+  it.dtype = TPU_S64;
+  V iota = tpu_hlo_iota(c->f, it, dim);
+  V m = SEL(c, match, iota, tpu_hlo_constant(c->f, it, -1.0));
+  V idx = scan(c, m, dim, tpu_hlo_scalar(c->f, TPU_S64, -1.0), NULL, "maximum");
+  V outs[2] = {v, idx};
+  tpu_op_set_outputs(c, 2, outs);
+}
+
+
+static V lae(tpu_op_ctx_t *c, V a, V b) { return tpu_ew_logaddexp(c, a, b, 0); }
+
+/* logcumsumexp: x (float); ints [dim]. */
+static void rule_logcumsumexp(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
+  if (!tpu_op_require_float(c, t.dtype)) return;
+  V y = tpu_hlo_cast(c->f, c->in[0], tpu_op_opmath(t.dtype));
+  if (t.rank == 0) { tpu_op_finish(c, y, t.dtype); return; }
+  int dim = (int)tpu_op_dim(c, tpu_op_int(c, 0), t.rank);
+  if (tpu_hlo_func_status(c->f)) return;
+  tpu_op_finish(c, scan(c, y, dim, tpu_hlo_scalar(c->f, tpu_op_opmath(t.dtype), -INFINITY), lae, NULL), t.dtype);
+}
 
 /* ---- sort / topk ---------------------------------------------------------------------- */
 
@@ -555,10 +588,10 @@ static void rule_cumprod(tpu_op_ctx_t *c) { scan_rule(c, true); }
  * sorts above every number (last ascending, first descending). */
 static void rule_sort(tpu_op_ctx_t *c) {
   V x = c->in[0];
-  const tpu_hlo_type_t *t = type_of(c, x);
+  const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, x);
   if (!t) return;
-  int64_t dim = tpu_op_dim(c, int_attr_or(c, 0, -1), t->rank);
-  bool desc = int_attr_or(c, 1, 0) != 0;
+  int64_t dim = tpu_op_dim(c, tpu_op_int_or(c, 0, -1), t->rank);
+  bool desc = tpu_op_int_or(c, 1, 0) != 0;
   if (tpu_hlo_func_status(c->f)) return;
   if (t->rank == 0) {
     V outs[2] = {x, tpu_hlo_constant_i64(c->f, tpu_hlo_type_scalar(TPU_S64), 0)};
@@ -575,11 +608,11 @@ static void rule_sort(tpu_op_ctx_t *c) {
  * Always sorted (ties: the lower index first). */
 static void rule_topk(tpu_op_ctx_t *c) {
   V x = c->in[0];
-  const tpu_hlo_type_t *t = type_of(c, x);
+  const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, x);
   if (!t) return;
   int64_t k = tpu_op_int(c, 0);
-  int64_t dim = tpu_op_dim(c, int_attr_or(c, 1, -1), t->rank);
-  bool largest = int_attr_or(c, 2, 1) != 0;
+  int64_t dim = tpu_op_dim(c, tpu_op_int_or(c, 1, -1), t->rank);
+  bool largest = tpu_op_int_or(c, 2, 1) != 0;
   if (tpu_hlo_func_status(c->f)) return;
   int64_t n = t->rank == 0 ? 1 : t->dims[dim];
   if (k < 0 || k > n) {
@@ -607,6 +640,7 @@ const tpu_op_rule_t tpu_rules_reduce[] = {
     {"sum", rule_sum, 1, 1},
     {"mean", rule_mean, 1, 1},
     {"prod", rule_prod, 1, 1},
+    {"nansum", rule_nansum, 1, 1},
     {"amax", rule_amax, 1, 1},
     {"amin", rule_amin, 1, 1},
     {"max", rule_max, 1, 1},
@@ -623,6 +657,7 @@ const tpu_op_rule_t tpu_rules_reduce[] = {
     {"var_mean", rule_var_mean, 1, 1},
     {"std_mean", rule_std_mean, 1, 1},
     {"norm", rule_norm, 1, 1},
+    {"powsum", rule_powsum, 1, 1},
     {"logsumexp", rule_logsumexp, 1, 1},
     {"_softmax", rule_softmax, 1, 1},
     {"_log_softmax", rule_log_softmax, 1, 1},
@@ -630,6 +665,8 @@ const tpu_op_rule_t tpu_rules_reduce[] = {
     {"_log_softmax_backward_data", rule_log_softmax_backward, 2, 2},
     {"cumsum", rule_cumsum, 1, 1},
     {"cumprod", rule_cumprod, 1, 1},
+    {"cummaxmin", rule_cummaxmin, 1, 1},
+    {"logcumsumexp", rule_logcumsumexp, 1, 1},
     {"sort", rule_sort, 1, 1},
     {"topk", rule_topk, 1, 1},
     {NULL, NULL, 0, 0},

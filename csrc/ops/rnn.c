@@ -38,7 +38,7 @@ void tpu_rnn_lstm_act(tpu_op_ctx_t *c, tpu_hlo_value_t gates, int64_t B, int64_t
 
 /* cy = f*cx + i*g. */
 tpu_hlo_value_t tpu_rnn_lstm_cy(tpu_op_ctx_t *c, const tpu_hlo_value_t a[4], tpu_hlo_value_t cx) {
-  return rnn_add(c, rnn_mul(c, a[1], cx), rnn_mul(c, a[0], a[2]));
+  return ADD(c, MUL(c, a[1], cx), MUL(c, a[0], a[2]));
 }
 
 /* LSTM backward of one step (the CUDA kernel's formulas): from the gradient
@@ -48,23 +48,23 @@ tpu_hlo_value_t tpu_rnn_lstm_cy(tpu_op_ctx_t *c, const tpu_hlo_value_t a[4], tpu
 void tpu_rnn_lstm_grad(tpu_op_ctx_t *c, tpu_hlo_value_t go, tpu_hlo_value_t gc, tpu_hlo_value_t cx,
                        const tpu_hlo_value_t a[4], tpu_hlo_value_t tcy, tpu_hlo_value_t dgates[4],
                        tpu_hlo_value_t *dcx) {
-  tpu_hlo_value_t gog = rnn_mul(c, go, tcy);
-  tpu_hlo_value_t gcx = rnn_add(c, rnn_dtanh(c, rnn_mul(c, go, a[3]), tcy), gc);
-  dgates[0] = rnn_dsigmoid(c, rnn_mul(c, gcx, a[2]), a[0]);
-  dgates[1] = rnn_dsigmoid(c, rnn_mul(c, gcx, cx), a[1]);
-  dgates[2] = rnn_dtanh(c, rnn_mul(c, gcx, a[0]), a[2]);
+  tpu_hlo_value_t gog = MUL(c, go, tcy);
+  tpu_hlo_value_t gcx = ADD(c, rnn_dtanh(c, MUL(c, go, a[3]), tcy), gc);
+  dgates[0] = rnn_dsigmoid(c, MUL(c, gcx, a[2]), a[0]);
+  dgates[1] = rnn_dsigmoid(c, MUL(c, gcx, cx), a[1]);
+  dgates[2] = rnn_dtanh(c, MUL(c, gcx, a[0]), a[2]);
   dgates[3] = rnn_dsigmoid(c, gog, a[3]);
-  *dcx = rnn_mul(c, gcx, a[1]);
+  *dcx = MUL(c, gcx, a[1]);
 }
 
 /* GRU: input part xg [B,3H] (b_ih included) and hidden part hg [B,3H]
  * (b_hh included) -> r, z, n and hy (from hx). */
 void tpu_rnn_gru_step(tpu_op_ctx_t *c, tpu_hlo_value_t xg, tpu_hlo_value_t hg, tpu_hlo_value_t hx, int64_t B,
                       int64_t H, tpu_hlo_value_t *r, tpu_hlo_value_t *z, tpu_hlo_value_t *n, tpu_hlo_value_t *hy) {
-  *r = tpu_hlo_unary(c->f, "logistic", rnn_add(c, rnn_chunk(c, xg, B, H, 0), rnn_chunk(c, hg, B, H, 0)));
-  *z = tpu_hlo_unary(c->f, "logistic", rnn_add(c, rnn_chunk(c, xg, B, H, 1), rnn_chunk(c, hg, B, H, 1)));
-  *n = tpu_hlo_unary(c->f, "tanh", rnn_add(c, rnn_chunk(c, xg, B, H, 2), rnn_mul(c, *r, rnn_chunk(c, hg, B, H, 2))));
-  *hy = rnn_add(c, *n, rnn_mul(c, *z, rnn_bin(c, "subtract", hx, *n)));
+  *r = tpu_hlo_unary(c->f, "logistic", ADD(c, rnn_chunk(c, xg, B, H, 0), rnn_chunk(c, hg, B, H, 0)));
+  *z = tpu_hlo_unary(c->f, "logistic", ADD(c, rnn_chunk(c, xg, B, H, 1), rnn_chunk(c, hg, B, H, 1)));
+  *n = tpu_hlo_unary(c->f, "tanh", ADD(c, rnn_chunk(c, xg, B, H, 2), MUL(c, *r, rnn_chunk(c, hg, B, H, 2))));
+  *hy = ADD(c, *n, MUL(c, *z, SUB(c, hx, *n)));
 }
 
 /* GRU backward of one step: from go (gradient of hy), r, z, n, hx and hn
@@ -75,14 +75,14 @@ void tpu_rnn_gru_grad(tpu_op_ctx_t *c, tpu_hlo_value_t go, tpu_hlo_value_t r, tp
                       tpu_hlo_value_t n, tpu_hlo_value_t hx, tpu_hlo_value_t hn, tpu_hlo_value_t gi[3],
                       tpu_hlo_value_t gh[3], tpu_hlo_value_t *ghx) {
   tpu_hlo_value_t one_z = rnn_one_minus(c, z);
-  tpu_hlo_value_t gz = rnn_mul(c, rnn_mul(c, rnn_mul(c, go, rnn_bin(c, "subtract", hx, n)), one_z), z);
-  tpu_hlo_value_t gn = rnn_dtanh(c, rnn_mul(c, go, one_z), n);
-  tpu_hlo_value_t gr = rnn_dsigmoid(c, rnn_mul(c, gn, hn), r);
+  tpu_hlo_value_t gz = MUL(c, MUL(c, MUL(c, go, SUB(c, hx, n)), one_z), z);
+  tpu_hlo_value_t gn = rnn_dtanh(c, MUL(c, go, one_z), n);
+  tpu_hlo_value_t gr = rnn_dsigmoid(c, MUL(c, gn, hn), r);
   gi[0] = gh[0] = gr;
   gi[1] = gh[1] = gz;
   gi[2] = gn;
-  gh[2] = rnn_mul(c, gn, r);
-  *ghx = rnn_mul(c, go, z);
+  gh[2] = MUL(c, gn, r);
+  *ghx = MUL(c, go, z);
 }
 
 /* ---- fused cells ------------------------------------------------------------ */
@@ -161,19 +161,19 @@ static void rule_thnn_fused_lstm_cell(tpu_op_ctx_t *c) {
   int64_t B, H;
   if (!rnn_check_cell(c, 4, "cx", &B, &H)) return;
   tpu_hlo_type_t xt = tpu_op_type(c, c->in[0]), cxt = tpu_op_type(c, c->in[2]);
-  tpu_dtype_t dt = xt.dtype, acc = rnn_acc(dt);
+  tpu_dtype_t dt = xt.dtype, acc = tpu_op_opmath(dt);
   /* the CUDA kernel's order: input + hidden + b_ih + b_hh */
-  tpu_hlo_value_t g = rnn_add(c, tpu_hlo_cast(f, c->in[0], acc), tpu_hlo_cast(f, c->in[1], acc));
+  tpu_hlo_value_t g = ADD(c, tpu_hlo_cast(f, c->in[0], acc), tpu_hlo_cast(f, c->in[1], acc));
   if (c->nin == 5) {
-    g = rnn_add(c, g, rnn_bias_rows(c, c->in[3], B, 4 * H, acc));
-    g = rnn_add(c, g, rnn_bias_rows(c, c->in[4], B, 4 * H, acc));
+    g = ADD(c, g, rnn_bias_rows(c, c->in[3], B, 4 * H, acc));
+    g = ADD(c, g, rnn_bias_rows(c, c->in[4], B, 4 * H, acc));
   }
   tpu_hlo_value_t a[4];
   tpu_rnn_lstm_act(c, g, B, H, a);
   int64_t bh[2] = {B, H};
   tpu_hlo_value_t cx = tpu_hlo_reshape(f, tpu_hlo_cast(f, c->in[2], acc), 2, bh);
   tpu_hlo_value_t cy = tpu_rnn_lstm_cy(c, a, cx);
-  tpu_hlo_value_t hy = rnn_mul(c, a[3], tpu_hlo_unary(f, "tanh", cy));
+  tpu_hlo_value_t hy = MUL(c, a[3], tpu_hlo_unary(f, "tanh", cy));
   tpu_hlo_value_t outs[3] = {
       tpu_hlo_reshape(f, tpu_hlo_cast(f, hy, dt), cxt.rank, cxt.dims),
       tpu_hlo_reshape(f, tpu_hlo_cast(f, cy, dt), cxt.rank, cxt.dims),
@@ -219,7 +219,7 @@ static void rule_thnn_fused_lstm_cell_backward(tpu_op_ctx_t *c) {
       return;
     }
   }
-  tpu_dtype_t dt = wt.dtype, acc = rnn_acc(dt);
+  tpu_dtype_t dt = wt.dtype, acc = tpu_op_opmath(dt);
   int64_t bh[2] = {B, H};
   tpu_hlo_type_t at = tpu_hlo_type_make(acc, 2, bh);
 #define RNN_IN(i) tpu_hlo_reshape(f, tpu_hlo_cast(f, c->in[i], acc), 2, bh)
@@ -254,11 +254,11 @@ static void rule_thnn_fused_gru_cell(tpu_op_ctx_t *c) {
   int64_t B, H;
   if (!rnn_check_cell(c, 3, "hx", &B, &H)) return;
   tpu_hlo_type_t xt = tpu_op_type(c, c->in[0]), hxt = tpu_op_type(c, c->in[2]);
-  tpu_dtype_t dt = xt.dtype, acc = rnn_acc(dt);
+  tpu_dtype_t dt = xt.dtype, acc = tpu_op_opmath(dt);
   tpu_hlo_value_t xg = tpu_hlo_cast(f, c->in[0], acc), hg = tpu_hlo_cast(f, c->in[1], acc);
   if (c->nin == 5) {
-    xg = rnn_add(c, xg, rnn_bias_rows(c, c->in[3], B, 3 * H, acc));
-    hg = rnn_add(c, hg, rnn_bias_rows(c, c->in[4], B, 3 * H, acc));
+    xg = ADD(c, xg, rnn_bias_rows(c, c->in[3], B, 3 * H, acc));
+    hg = ADD(c, hg, rnn_bias_rows(c, c->in[4], B, 3 * H, acc));
   }
   int64_t bhd[2] = {B, H};
   tpu_hlo_value_t hx = tpu_hlo_reshape(f, tpu_hlo_cast(f, c->in[2], acc), 2, bhd);
@@ -298,7 +298,7 @@ static void rule_thnn_fused_gru_cell_backward(tpu_op_ctx_t *c) {
                 tpu_dtype_name(wt.dtype), tpu_op_shape_str(&wt, b2, sizeof b2));
     return;
   }
-  tpu_dtype_t dt = wt.dtype, acc = rnn_acc(dt);
+  tpu_dtype_t dt = wt.dtype, acc = tpu_op_opmath(dt);
   int64_t bh[2] = {B, H};
   tpu_hlo_value_t go = tpu_hlo_reshape(f, tpu_hlo_cast(f, c->in[0], acc), 2, bh);
   tpu_hlo_value_t ws = tpu_hlo_cast(f, c->in[1], acc);

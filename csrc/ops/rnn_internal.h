@@ -1,24 +1,10 @@
 /* rnn_internal.h - what rnn.c (fused cells) and rnn_layer.c (whole layers)
- * share: small emit helpers and the cell math (defined in rnn.c).  Not for
+ * share: a few emit helpers and the cell math (defined in rnn.c).  Not for
  * other rule files. */
 #ifndef TPU_OPS_RNN_INTERNAL_H_
 #define TPU_OPS_RNN_INTERNAL_H_
 
-#include "ops/ops.h"
-
-static inline tpu_dtype_t rnn_acc(tpu_dtype_t dt) { return (dt == TPU_BF16 || dt == TPU_F16) ? TPU_F32 : dt; }
-
-static inline tpu_hlo_value_t rnn_bin(tpu_op_ctx_t *c, const char *op, tpu_hlo_value_t a, tpu_hlo_value_t b) {
-  return tpu_hlo_binary(c->f, op, a, b);
-}
-
-static inline tpu_hlo_value_t rnn_mul(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t b) {
-  return tpu_hlo_binary(c->f, "multiply", a, b);
-}
-
-static inline tpu_hlo_value_t rnn_add(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t b) {
-  return tpu_hlo_binary(c->f, "add", a, b);
-}
+#include "ops/toolkit.h"
 
 /* Columns [k*H, (k+1)*H) of a [B, n*H] value. */
 static inline tpu_hlo_value_t rnn_chunk(tpu_op_ctx_t *c, tpu_hlo_value_t x, int64_t B, int64_t H, int k) {
@@ -36,17 +22,17 @@ static inline tpu_hlo_value_t rnn_bias_rows(tpu_op_ctx_t *c, tpu_hlo_value_t b, 
 /* 1 - x. */
 static inline tpu_hlo_value_t rnn_one_minus(tpu_op_ctx_t *c, tpu_hlo_value_t x) {
   tpu_hlo_type_t t = tpu_op_type(c, x);
-  return rnn_bin(c, "subtract", tpu_hlo_constant(c->f, t, 1.0), x);
+  return SUB(c, tpu_hlo_constant(c->f, t, 1.0), x);
 }
 
 /* x * (1 - x) * g, in the CUDA kernels' order: (g * (1 - x)) * x. */
 static inline tpu_hlo_value_t rnn_dsigmoid(tpu_op_ctx_t *c, tpu_hlo_value_t g, tpu_hlo_value_t x) {
-  return rnn_mul(c, rnn_mul(c, g, rnn_one_minus(c, x)), x);
+  return MUL(c, MUL(c, g, rnn_one_minus(c, x)), x);
 }
 
 /* g * (1 - x^2) (x = tanh of something). */
 static inline tpu_hlo_value_t rnn_dtanh(tpu_op_ctx_t *c, tpu_hlo_value_t g, tpu_hlo_value_t x) {
-  return rnn_mul(c, g, rnn_one_minus(c, rnn_mul(c, x, x)));
+  return MUL(c, g, rnn_one_minus(c, MUL(c, x, x)));
 }
 
 /* ---- cell math (defined in rnn.c) ------------------------------------------- */

@@ -102,7 +102,7 @@ static int rnn_layer_shapes(tpu_op_ctx_t *c, rnn_layer_t *L, int factor, int ix,
   L->G = xt.dims[2];
   L->H = L->G / factor;
   L->dt = xt.dtype;
-  L->acc = rnn_acc(xt.dtype);
+  L->acc = tpu_op_opmath(xt.dtype);
   L->P = L->H;
   if (iw < 0) return 1;
   if (wt.rank != 2 || wt.dims[0] != L->G || wt.dtype != L->dt) {
@@ -185,7 +185,7 @@ static tpu_hlo_value_t rnn_zeros_like(tpu_op_ctx_t *c, tpu_hlo_value_t v) {
 static tpu_hlo_value_t rnn_time(tpu_op_ctx_t *c, const rnn_layer_t *L, tpu_hlo_value_t k, int backward) {
   int down = L->reverse ^ backward;
   if (!down) return k;
-  return rnn_bin(c, "subtract", tpu_hlo_scalar(c->f, TPU_S64, (double)(L->T - 1)), k);
+  return SUB(c, tpu_hlo_scalar(c->f, TPU_S64, (double)(L->T - 1)), k);
 }
 
 static tpu_hlo_value_t rnn_cond(tpu_op_ctx_t *c, const rnn_layer_t *L, tpu_hlo_value_t k) {
@@ -193,7 +193,7 @@ static tpu_hlo_value_t rnn_cond(tpu_op_ctx_t *c, const rnn_layer_t *L, tpu_hlo_v
 }
 
 static tpu_hlo_value_t rnn_next(tpu_op_ctx_t *c, tpu_hlo_value_t k) {
-  return rnn_add(c, k, tpu_hlo_scalar(c->f, TPU_S64, 1.0));
+  return ADD(c, k, tpu_hlo_scalar(c->f, TPU_S64, 1.0));
 }
 
 /* Layer attrs: [reverse, flag, has_batch_sizes]; flag = has_proj (lstm),
@@ -253,11 +253,11 @@ static void rule_lstm_layer(tpu_op_ctx_t *c) {
   if (!tpu_hlo_while_body(f, &w, rnn_cond(c, &L, a[K]), a)) return;
   tpu_hlo_value_t tt = rnn_time(c, &L, a[K], 0);
   tpu_hlo_value_t h = a[HH], cx = a[CC];
-  tpu_hlo_value_t gates = rnn_add(c, tpu_hlo_cast(f, rnn_at(c, a[XG], tt), L.acc), rnn_mm_nt(c, h, a[WHH], L.acc));
+  tpu_hlo_value_t gates = ADD(c, tpu_hlo_cast(f, rnn_at(c, a[XG], tt), L.acc), rnn_mm_nt(c, h, a[WHH], L.acc));
   tpu_hlo_value_t act[4];
   tpu_rnn_lstm_act(c, gates, B, H, act);
   tpu_hlo_value_t cy = tpu_rnn_lstm_cy(c, act, tpu_hlo_cast(f, cx, L.acc));
-  tpu_hlo_value_t hy = rnn_mul(c, act[3], tpu_hlo_unary(f, "tanh", cy));
+  tpu_hlo_value_t hy = MUL(c, act[3], tpu_hlo_unary(f, "tanh", cy));
   if (L.has_proj) hy = rnn_mm_nt(c, tpu_hlo_cast(f, hy, L.dt), a[iwhr], L.acc);
   tpu_hlo_value_t hn = tpu_hlo_cast(f, hy, L.dt), cn = tpu_hlo_cast(f, cy, L.dt), yt = hn;
   if (L.has_bs) {
@@ -327,7 +327,7 @@ static void rule_lstm_layer_backward(tpu_op_ctx_t *c) {
   tpu_hlo_value_t hp = rnn_at(c, a[HP], tt), cp = tpu_hlo_cast(f, rnn_at(c, a[CP], tt), L.acc);
   tpu_hlo_value_t tcy = tpu_hlo_unary(f, "tanh", tpu_rnn_lstm_cy(c, act, cp));
   tpu_hlo_value_t dh = a[DH], dc = a[DC], m = TPU_HLO_NONE;
-  tpu_hlo_value_t gh = rnn_add(c, dh, tpu_hlo_cast(f, rnn_at(c, a[GY], tt), L.acc)), gc = dc;
+  tpu_hlo_value_t gh = ADD(c, dh, tpu_hlo_cast(f, rnn_at(c, a[GY], tt), L.acc)), gc = dc;
   if (L.has_bs) {
     m = rnn_active(c, a[ibsv], tt, B);
     gh = rnn_where(c, m, gh, rnn_zeros_like(c, gh));
@@ -336,8 +336,8 @@ static void rule_lstm_layer_backward(tpu_op_ctx_t *c) {
   tpu_hlo_value_t ghc = gh, gwhr = TPU_HLO_NONE;
   if (L.has_proj) {
     /* h = (o * tanh(c)) @ W_hr^T */
-    tpu_hlo_value_t hc = tpu_hlo_cast(f, rnn_mul(c, act[3], tcy), L.dt);
-    gwhr = rnn_add(c, a[igwhr], rnn_mm_tn(c, tpu_hlo_cast(f, gh, L.dt), hc, L.acc));
+    tpu_hlo_value_t hc = tpu_hlo_cast(f, MUL(c, act[3], tcy), L.dt);
+    gwhr = ADD(c, a[igwhr], rnn_mm_tn(c, tpu_hlo_cast(f, gh, L.dt), hc, L.acc));
     ghc = rnn_mm_nn(c, tpu_hlo_cast(f, gh, L.dt), a[iwhr], L.acc);
   }
   tpu_hlo_value_t dg[4], dcx;
@@ -345,15 +345,15 @@ static void rule_lstm_layer_backward(tpu_op_ctx_t *c) {
   tpu_hlo_value_t dgates = tpu_hlo_cast(f, tpu_hlo_concatenate(f, dg, 4, 1), L.dt);
   tpu_hlo_value_t dhp = rnn_mm_nn(c, dgates, a[WHH], L.acc);
   if (L.has_bs) {
-    dhp = rnn_add(c, dhp, rnn_where(c, m, rnn_zeros_like(c, dh), dh));
-    dcx = rnn_add(c, dcx, rnn_where(c, m, rnn_zeros_like(c, dc), dc));
+    dhp = ADD(c, dhp, rnn_where(c, m, rnn_zeros_like(c, dh), dh));
+    dcx = ADD(c, dcx, rnn_where(c, m, rnn_zeros_like(c, dc), dc));
   }
   for (int i = 0; i < n; i++) next[i] = a[i];
   next[K] = rnn_next(c, a[K]);
   next[DH] = dhp;
   next[DC] = dcx;
   next[GXG] = rnn_put(c, a[GXG], dgates, tt);
-  next[GWHH] = rnn_add(c, a[GWHH], rnn_mm_tn(c, dgates, hp, L.acc));
+  next[GWHH] = ADD(c, a[GWHH], rnn_mm_tn(c, dgates, hp, L.acc));
   if (L.has_proj) next[igwhr] = gwhr;
   if (!tpu_hlo_while_end(f, &w, next, res)) return;
   tpu_hlo_value_t outs[5] = {res[GXG], tpu_hlo_cast(f, res[DH], L.dt), tpu_hlo_cast(f, res[DC], L.dt),
@@ -395,7 +395,7 @@ static void rule_gru_layer(tpu_op_ctx_t *c) {
   tpu_hlo_value_t tt = rnn_time(c, &L, a[K], 0);
   tpu_hlo_value_t h = a[HH];
   tpu_hlo_value_t hg = rnn_mm_nt(c, h, a[WHH], L.acc);
-  if (L.has_bias) hg = rnn_add(c, hg, rnn_bias_rows(c, a[ibv], B, G, L.acc));
+  if (L.has_bias) hg = ADD(c, hg, rnn_bias_rows(c, a[ibv], B, G, L.acc));
   tpu_hlo_value_t r, z, nn, hy;
   tpu_rnn_gru_step(c, tpu_hlo_cast(f, rnn_at(c, a[XG], tt), L.acc), hg, tpu_hlo_cast(f, h, L.acc), B, H, &r, &z, &nn, &hy);
   tpu_hlo_value_t hn = tpu_hlo_cast(f, hy, L.dt), yt = hn;
@@ -454,7 +454,7 @@ static void rule_gru_layer_backward(tpu_op_ctx_t *c) {
   tpu_hlo_value_t gs = tpu_hlo_cast(f, rnn_at(c, a[GS], tt), L.acc);
   tpu_hlo_value_t hp = rnn_at(c, a[HP], tt);
   tpu_hlo_value_t dh = a[DH], m = TPU_HLO_NONE;
-  tpu_hlo_value_t gh = rnn_add(c, dh, tpu_hlo_cast(f, rnn_at(c, a[GY], tt), L.acc));
+  tpu_hlo_value_t gh = ADD(c, dh, tpu_hlo_cast(f, rnn_at(c, a[GY], tt), L.acc));
   if (L.has_bs) {
     m = rnn_active(c, a[ibsv], tt, B);
     gh = rnn_where(c, m, gh, rnn_zeros_like(c, gh));
@@ -464,15 +464,15 @@ static void rule_gru_layer_backward(tpu_op_ctx_t *c) {
                tpu_hlo_cast(f, hp, L.acc), rnn_chunk(c, gs, B, H, 3), gi, ghh, &ghx);
   tpu_hlo_value_t dxg = tpu_hlo_cast(f, tpu_hlo_concatenate(f, gi, 3, 1), L.dt);
   tpu_hlo_value_t dhg = tpu_hlo_cast(f, tpu_hlo_concatenate(f, ghh, 3, 1), L.dt);
-  tpu_hlo_value_t dhp = rnn_add(c, rnn_mm_nn(c, dhg, a[WHH], L.acc), ghx);
-  if (L.has_bs) dhp = rnn_add(c, dhp, rnn_where(c, m, rnn_zeros_like(c, dh), dh));
+  tpu_hlo_value_t dhp = ADD(c, rnn_mm_nn(c, dhg, a[WHH], L.acc), ghx);
+  if (L.has_bs) dhp = ADD(c, dhp, rnn_where(c, m, rnn_zeros_like(c, dh), dh));
   int64_t d0 = 0;
   for (int i = 0; i < n; i++) next[i] = a[i];
   next[K] = rnn_next(c, a[K]);
   next[DH] = dhp;
   next[GXG] = rnn_put(c, a[GXG], dxg, tt);
-  next[GWHH] = rnn_add(c, a[GWHH], rnn_mm_tn(c, dhg, hp, L.acc));
-  next[GBHH] = rnn_add(c, a[GBHH], tpu_hlo_reduce(f, tpu_hlo_cast(f, dhg, L.acc), tpu_hlo_scalar(f, L.acc, 0.0), &d0,
+  next[GWHH] = ADD(c, a[GWHH], rnn_mm_tn(c, dhg, hp, L.acc));
+  next[GBHH] = ADD(c, a[GBHH], tpu_hlo_reduce(f, tpu_hlo_cast(f, dhg, L.acc), tpu_hlo_scalar(f, L.acc, 0.0), &d0,
                                                   1, "add"));
   if (!tpu_hlo_while_end(f, &w, next, res)) return;
   tpu_hlo_value_t outs[4] = {res[GXG], tpu_hlo_cast(f, res[DH], L.dt), tpu_hlo_cast(f, res[GWHH], L.dt),
@@ -508,8 +508,8 @@ static void rule_rnn_layer(tpu_op_ctx_t *c) {
   if (!tpu_hlo_while_body(f, &w, rnn_cond(c, &L, a[K]), a)) return;
   tpu_hlo_value_t tt = rnn_time(c, &L, a[K], 0);
   tpu_hlo_value_t h = a[HH];
-  tpu_hlo_value_t pre = rnn_add(c, rnn_mm_nt(c, h, a[WHH], L.acc), tpu_hlo_cast(f, rnn_at(c, a[XG], tt), L.acc));
-  tpu_hlo_value_t hy = L.kind == RNN_RELU ? rnn_bin(c, "maximum", pre, rnn_zeros_like(c, pre))
+  tpu_hlo_value_t pre = ADD(c, rnn_mm_nt(c, h, a[WHH], L.acc), tpu_hlo_cast(f, rnn_at(c, a[XG], tt), L.acc));
+  tpu_hlo_value_t hy = L.kind == RNN_RELU ? MAX(c, pre, rnn_zeros_like(c, pre))
                                           : tpu_hlo_unary(f, "tanh", pre);
   tpu_hlo_value_t hn = tpu_hlo_cast(f, hy, L.dt), yt = hn;
   if (L.has_bs) {
@@ -560,7 +560,7 @@ static void rule_rnn_layer_backward(tpu_op_ctx_t *c) {
   tpu_hlo_value_t tt = rnn_time(c, &L, a[K], 1);
   tpu_hlo_value_t y = tpu_hlo_cast(f, rnn_at(c, a[YY], tt), L.acc), hp = rnn_at(c, a[HP], tt);
   tpu_hlo_value_t dh = a[DH], m = TPU_HLO_NONE;
-  tpu_hlo_value_t gh = rnn_add(c, dh, tpu_hlo_cast(f, rnn_at(c, a[GY], tt), L.acc));
+  tpu_hlo_value_t gh = ADD(c, dh, tpu_hlo_cast(f, rnn_at(c, a[GY], tt), L.acc));
   if (L.has_bs) {
     m = rnn_active(c, a[ibsv], tt, B);
     gh = rnn_where(c, m, gh, rnn_zeros_like(c, gh));
@@ -572,12 +572,12 @@ static void rule_rnn_layer_backward(tpu_op_ctx_t *c) {
     da = rnn_dtanh(c, gh, y);
   tpu_hlo_value_t dxt = tpu_hlo_cast(f, da, L.dt);
   tpu_hlo_value_t dhp = rnn_mm_nn(c, dxt, a[WHH], L.acc);
-  if (L.has_bs) dhp = rnn_add(c, dhp, rnn_where(c, m, rnn_zeros_like(c, dh), dh));
+  if (L.has_bs) dhp = ADD(c, dhp, rnn_where(c, m, rnn_zeros_like(c, dh), dh));
   for (int i = 0; i < n; i++) next[i] = a[i];
   next[K] = rnn_next(c, a[K]);
   next[DH] = dhp;
   next[GXG] = rnn_put(c, a[GXG], dxt, tt);
-  next[GWHH] = rnn_add(c, a[GWHH], rnn_mm_tn(c, dxt, hp, L.acc));
+  next[GWHH] = ADD(c, a[GWHH], rnn_mm_tn(c, dxt, hp, L.acc));
   if (!tpu_hlo_while_end(f, &w, next, res)) return;
   tpu_hlo_value_t outs[3] = {res[GXG], tpu_hlo_cast(f, res[DH], L.dt), tpu_hlo_cast(f, res[GWHH], L.dt)};
   tpu_op_set_outputs(c, 3, outs);

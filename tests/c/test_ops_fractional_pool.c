@@ -1,5 +1,5 @@
 /* test_ops_fractional_pool.c - the fractional_max_pool rule (csrc/ops/
- * fractional_pool.c) on the plugin against the CPU algorithm written as a
+ * pooling.c) on the plugin against the CPU algorithm written as a
  * naive loop here (float intervals, first maximum, last NaN). */
 #include <math.h>
 #include <stdint.h>

@@ -207,70 +207,6 @@ TT_TEST(ops_optim_fused_sgd_first_step_takes_grad_as_buffer) {
   if (got > 0) opt_free(o, got);
 }
 
-/* foreach: addcdiv with a ScalarList over two tensors of different shapes. */
-TT_TEST(ops_optim_foreach_addcdiv_scalarlist) {
-  double a[6], b[6], c[6], d[3], e[3], f[3];
-  opt_fill(a, 6, 1);
-  opt_fill(b, 6, 2);
-  opt_fill(c, 6, 3);
-  opt_fill(d, 3, 4);
-  opt_fill(e, 3, 5);
-  opt_fill(f, 3, 6);
-  for (int i = 0; i < 6; i++) c[i] = fabs(c[i]) + 0.5;
-  for (int i = 0; i < 3; i++) f[i] = fabs(f[i]) + 0.5;
-  double s0 = -0.5, s1 = 2.0;
-  opt_in_t in[8] = {{TPU_F32, 2, {2, 3}, a}, {TPU_F32, 1, {3}, d}, {TPU_F32, 2, {2, 3}, b},
-                    {TPU_F32, 1, {3}, e},    {TPU_F32, 2, {2, 3}, c}, {TPU_F32, 1, {3}, f},
-                    {TPU_F32, 0, {0}, &s0},  {TPU_F32, 0, {0}, &s1}};
-  /* op ADDCDIV=65, n=2, k=3 groups of 2, (cdt, odt) per tensor */
-  int64_t ints[10] = {65, 2, 3, 2, 2, 2, TPU_F32, TPU_F32, TPU_F32, TPU_F32};
-  double w0[6], w1[3];
-  for (int i = 0; i < 6; i++) w0[i] = (float)a[i] + ((float)s0 * (float)b[i]) / (float)c[i];
-  for (int i = 0; i < 3; i++) w1[i] = (float)d[i] + ((float)s1 * (float)e[i]) / (float)f[i];
-  opt_out_t o[2];
-  int got = opt_run("foreach", in, 8, ints, 10, o, 2);
-  TT_CHECK(got == 2);
-  if (got == 2) {
-    TT_CHECK(o[0].rank == 2 && o[0].dims[0] == 2 && o[0].dims[1] == 3);
-    TT_CHECK(opt_close(o[0].v, w0, 6, 1e-6));
-    TT_CHECK(opt_close(o[1].v, w1, 3, 1e-6));
-  }
-  if (got > 0) opt_free(o, got);
-}
-
-/* foreach: add with a shared alpha, int64 in, float32 out (promotion). */
-TT_TEST(ops_optim_foreach_add_alpha_promotes) {
-  double a[4] = {1, 2, 3, 4}, b[4] = {0.5, 0.25, -1, 2}, alpha = 3;
-  opt_in_t in[3] = {{TPU_S64, 1, {4}, a}, {TPU_F32, 1, {4}, b}, {TPU_F32, 0, {0}, &alpha}};
-  int64_t ints[7] = {32, 1, 2, 1, 1, TPU_F32, TPU_F32};
-  double want[4] = {2.5, 2.75, 0, 10};
-  opt_out_t o[1];
-  int got = opt_run("foreach", in, 3, ints, 7, o, 1);
-  TT_CHECK(got == 1);
-  if (got == 1) {
-    TT_CHECK(o[0].dt == TPU_F32);
-    TT_CHECK(opt_close(o[0].v, want, 4, 0));
-  }
-  if (got > 0) opt_free(o, got);
-}
-
-TT_TEST(ops_optim_foreach_norm_kinds) {
-  double a[5] = {3, -4, 0, 1, -2};
-  double want[5] = {4, 10, sqrt(30.0), 4, 0}; /* ord 0, 1, 2, inf, -inf */
-  for (int kind = 0; kind < 5; kind++) {
-    opt_in_t in[1] = {{TPU_F32, 1, {5}, a}};
-    int64_t ints[3] = {kind, 1, TPU_F32};
-    opt_out_t o[1];
-    int got = opt_run("foreach_norm", in, 1, ints, 3, o, 1);
-    TT_CHECK(got == 1);
-    if (got == 1) {
-      TT_CHECK(o[0].rank == 0);
-      TT_CHECK_NEAR(o[0].v[0], want[kind], 1e-6);
-    }
-    if (got > 0) opt_free(o, got);
-  }
-}
-
 TT_TEST(ops_optim_errors) {
   double z[12] = {0};
   double one = 1;
@@ -292,14 +228,6 @@ TT_TEST(ops_optim_errors) {
   in[0].dt = in[1].dt = in[2].dt = in[3].dt = TPU_S32;
   in[1].dims[0] = 4;
   TT_CHECK(opt_lower_fails("fused_adam", in, nin, ints, 8, TPU_INVALID_ARGUMENT, "floating point"));
-  /* foreach: unknown op, wrong group count, shapes that do not broadcast */
-  opt_in_t fin[2] = {{TPU_F32, 1, {4}, z}, {TPU_F32, 1, {3}, z}};
-  int64_t f1[6] = {999, 1, 1, 1, TPU_F32, TPU_F32};
-  TT_CHECK(opt_lower_fails("foreach", fin, 2, f1, 6, TPU_INVALID_ARGUMENT, "op 999"));
-  int64_t f2[5] = {32, 1, 0, TPU_F32, TPU_F32};
-  TT_CHECK(opt_lower_fails("foreach", fin, 2, f2, 5, TPU_INVALID_ARGUMENT, "operand groups"));
-  int64_t f3[6] = {32, 1, 1, 1, TPU_F32, TPU_F32};
-  TT_CHECK(opt_lower_fails("foreach", fin, 2, f3, 6, TPU_INVALID_ARGUMENT, "must match"));
 }
 
 TT_TEST(ops_optim_amp_unscale_and_update_scale) {

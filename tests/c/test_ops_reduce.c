@@ -12,6 +12,7 @@
 #include "ops/ops.h"
 #include "tinytest.h"
 
+#include "test_ops_util.h"
 #include "tt_ops.h"
 
 /* x[i][j] = small distinct values for a 3x4 matrix. */
@@ -462,3 +463,21 @@ TT_TEST(ops_reduce_errors) {
   TT_CHECK(st && strstr(tpu_status_message(st), "selected index k out of range"));
   tpu_status_free(st);
 }
+
+/* ---- cummax ---------------------------------------------------------------------- */
+
+TT_TEST(ops_reduce_cummax_ties_and_nan) {
+  double x[2 * 6] = {1, 3, 2, 3, 0, 5, /* tie at 3 -> last index */
+                     2, NAN, 7, NAN, 1, 9};
+  double wv[12] = {1, 3, 3, 3, 3, 5, 2, NAN, NAN, NAN, NAN, NAN};
+  double wi[12] = {0, 1, 1, 3, 3, 5, 0, 1, 1, 3, 3, 3};
+  int64_t a[2] = {1, 1};
+  opt_in_t in[1] = {{TPU_F32, 2, {2, 6}, x}};
+  opt_out_t o[2];
+  if (opt_run("cummaxmin", in, 1, a, 2, o, 2) != 2) return;
+  TT_CHECK(o[1].dt == TPU_S64);
+  TT_CHECK(opt_close(o[0].v, wv, 12, 0));
+  TT_CHECK(opt_close(o[1].v, wi, 12, 0));
+  opt_free(o, 2);
+}
+

@@ -1,5 +1,5 @@
-/* test_ops_util.h - the rule runner shared by tests/c/test_ops_*.c
- * (defined in test_ops_linalg.c). */
+/* test_ops_util.h - the opt_* rule runner of tests/c/test_ops_*.c (defined
+ * in ops_runner.c, on top of tt_ops.h). */
 #ifndef TEST_OPS_UTIL_H_
 #define TEST_OPS_UTIL_H_
 

@@ -211,3 +211,11 @@ def test_masked_scatter_and_masked_select_backward():
     mask = torch.rand(3, 4) > 0.4
     _compare(lambda x, s: x.masked_scatter(mask.to(x.device), s), x, torch.randn(12))
     _compare(lambda x: torch.masked_select(x, mask.to(x.device)), x)
+
+
+def test_tensor_unfold_backward():
+    from op_compare import compare
+    compare(lambda x: x.unfold(1, 3, 2), torch.randn(3, 10))
+    compare(lambda x: x.unfold(0, 2, 1), torch.randn(6, 2, 3))
+    compare(lambda x: x.unfold(-1, 4, 5), torch.randn(2, 13))
+    compare(lambda x: x.unfold(0, 1, 1), torch.tensor(1.5))

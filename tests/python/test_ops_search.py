@@ -1,5 +1,5 @@
-"""Kernels of torch_tpu/ops/search.py and grouped_mm.py (rules in
-csrc/ops/search.c and grouped_mm.c) on tpu vs PyTorch CPU, with no CPU
+"""Kernels of torch_tpu/ops/search.py and linalg.py's grouped_mm (rules in
+csrc/ops/search.c and linalg.c) on tpu vs PyTorch CPU, with no CPU
 fallback: isin, searchsorted, bucketize, histc, _grouped_mm (+ gradients)."""
 import pytest
 import torch

@@ -6,8 +6,10 @@ reported, not hidden)."""
 import importlib
 import warnings
 
-_FAMILIES = ["core", "random", "elementwise", "reduce", "linalg", "nn", "index", "optim", "extra", "search", "grouped_mm",
-             "rnn", "fractional_pool", "nonzero", "cholesky", "fft", "complex", "nn_composite"]
+_FAMILIES = ["core", "factory", "random", "elementwise", "math", "activation", "reduce", "linalg", "convolution",
+             "pooling", "normalization", "embedding", "loss", "upsample", "padding", "index", "optim", "foreach",
+             "search", "rnn", "nonzero", "cholesky", "fft", "complex",
+             "nn_composite"]
 loaded = []
 failed = {}
 

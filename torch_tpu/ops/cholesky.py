@@ -9,7 +9,8 @@ Float32 and float64; complex inputs go to the CPU fallback.  The backward
 is PyTorch's formula (its triangular solves have no device rule yet)."""
 import torch
 
-from .._dispatch import Unsupported, _short, register, run
+from .._dispatch import Unsupported, register, run
+from .._dtypes import scalar_type_name as _short
 
 
 @register("aten::linalg_cholesky_ex", out="aten::linalg_cholesky_ex.L")

@@ -5,7 +5,7 @@ kernels here only redispatch to PyTorch's own metadata kernels."""
 import torch
 
 from .. import _C
-from .._dispatch import device_index, impl, register, run, to_dtype, write
+from .._dispatch import _cpu_fallback, device_index, impl, register, run, to_dtype, write
 from .._dtypes import CODE, dtype_code
 
 aten = torch.ops.aten
@@ -231,7 +231,6 @@ def arange_start_out(start, end, step=1, *, out):
 def _conj(self):
     if not self.is_complex():
         return self
-    from .._dispatch import _cpu_fallback
     return _cpu_fallback(aten.conj_physical.default, self)
 
 

@@ -1,4 +1,7 @@
-"""Indexing kernels (csrc/ops/index.c).
+"""Indexing kernels (csrc/ops/index.c): cat, index_select, gather, take, the
+scatter family, advanced indexing (index / index_put), index_add / copy /
+fill, masked_select / masked_scatter, put, and the rearrangements tril /
+triu, flip, roll, repeat, unfold_backward.
 
 Semantics that differ from PyTorch CPU, on purpose (see index.c):
 - Out-of-range indices do not raise IndexError in the strict and fused eager
@@ -11,13 +14,14 @@ Semantics that differ from PyTorch CPU, on purpose (see index.c):
   count is read on the host (one 8-byte sync), giving integer indices.  The common
   x[mask] = scalar (and += scalar) needs no sync: it is a where().
 - stack is PyTorch's own composite (unsqueeze + cat); matmul-style ops live in
-  linalg.py.
+  linalg.py, constant_pad_nd in padding.py.
 """
 import functools
 
 import torch
 
-from .._dispatch import Unsupported, impl, register, run, scalar, dtype_code, write
+from .._dispatch import Unsupported, impl, register, run, scalar, supported, write
+from .._dtypes import dtype_code, scalar_type_name
 
 _MAX_IN = 64  # TPU_OP_MAX_INPUTS
 
@@ -33,7 +37,9 @@ def _debug():
     return torch.tpu.get_eager_mode() == "debug"
 
 
-def _check_bounds(index, size, dim, what):
+def check_bounds(index, size, dim, what):
+    """In debug mode: IndexError like PyTorch's unless every index is in
+    [-size, size) (the device check runs first; the host reads one bool)."""
     if not _debug() or index.numel() == 0:
         return
     ok = run("index_bounds_check", [index], [int(size)])[0]
@@ -82,7 +88,7 @@ def index_select(self, dim, index):
     index = _dev(index, self)
     _index_dtype_check(index, "index_select")
     d = _wrap_dim(dim, self.dim())
-    _check_bounds(index, self.shape[d] if self.dim() else 1, d, "index_select")
+    check_bounds(index, self.shape[d] if self.dim() else 1, d, "index_select")
     out = run("index_select", [self, index], [dim])[0]
     return out.reshape(()) if self.dim() == 0 else out
 
@@ -94,7 +100,7 @@ def gather(self, dim, index, *, sparse_grad=False):
     if index.numel() == 0:  # PyTorch checks nothing more for an empty index
         return torch.empty(index.shape, dtype=self.dtype, device=self.device)
     d = _wrap_dim(dim, self.dim())
-    _check_bounds(index, self.shape[d] if self.dim() else 1, d, "gather")
+    check_bounds(index, self.shape[d] if self.dim() else 1, d, "gather")
     return run("gather", [self, index], [dim])[0]
 
 
@@ -103,7 +109,7 @@ def take(self, index):
     index = _dev(index, self)
     if index.numel() == 0:
         return torch.empty(index.shape, dtype=self.dtype, device=self.device)
-    _check_bounds(index, self.numel(), 0, "take")
+    check_bounds(index, self.numel(), 0, "take")
     return run("take", [self, index])[0]
 
 
@@ -119,7 +125,7 @@ def _scatter(self, dim, index, src, reduce):
     if reduce not in _SCATTER_REDUCE:
         raise RuntimeError("reduce argument must be either add or multiply.")
     d = _wrap_dim(dim, self.dim())
-    _check_bounds(index, self.shape[d] if self.dim() else 1, d, "scatter")
+    check_bounds(index, self.shape[d] if self.dim() else 1, d, "scatter")
     if isinstance(src, torch.Tensor):
         src = _dev(src, self)
         if src.dim() > 0 and src.dtype != self.dtype:
@@ -154,7 +160,7 @@ def scatter_add(self, dim, index, src):
     index = _dev(index, self)
     _index_dtype_check(index, "scatter_add")
     d = _wrap_dim(dim, self.dim())
-    _check_bounds(index, self.shape[d] if self.dim() else 1, d, "scatter_add")
+    check_bounds(index, self.shape[d] if self.dim() else 1, d, "scatter_add")
     return run("scatter_add", [self, index, _dev(src, self)], [dim])[0]
 
 
@@ -165,7 +171,7 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     index = _dev(index, self)
     _index_dtype_check(index, "scatter_reduce")
     d = _wrap_dim(dim, self.dim())
-    _check_bounds(index, self.shape[d] if self.dim() else 1, d, "scatter_reduce")
+    check_bounds(index, self.shape[d] if self.dim() else 1, d, "scatter_reduce")
     return run("scatter_reduce", [self, index, _dev(src, self)],
                [dim, _SCATTER_REDUCE2[reduce], int(bool(include_self))])[0]
 
@@ -174,7 +180,7 @@ def _index_dim_args(self, dim, index, what):
     index = _dev(index, self)
     _index_dtype_check(index, what)
     d = _wrap_dim(dim, self.dim())
-    _check_bounds(index, self.shape[d] if self.dim() else 1, d, what)
+    check_bounds(index, self.shape[d] if self.dim() else 1, d, what)
     return index
 
 
@@ -239,7 +245,7 @@ def _adv_indices(self, indices):
         if dim >= self.dim():
             raise IndexError(f"too many indices for tensor of dimension {self.dim()} (got {dim + 1})")
         idx = _dev(idx, self)
-        _check_bounds(idx, self.shape[dim], dim, "index")
+        check_bounds(idx, self.shape[dim], dim, "index")
         flags.append(1)
         tensors.append(idx)
         dim += 1
@@ -275,8 +281,8 @@ def _mask_fast_path(self, indices, values, accumulate):
 def _index_put(self, indices, values, accumulate):
     if isinstance(values, torch.Tensor) and values.dtype != self.dtype and values.dim() > 0:
         raise RuntimeError(
-            f"Index put requires the source and destination dtypes match, got {_name(self.dtype)} for the "
-            f"destination and {_name(values.dtype)} for the source.")
+            f"Index put requires the source and destination dtypes match, got {scalar_type_name(self.dtype)} for the "
+            f"destination and {scalar_type_name(values.dtype)} for the source.")
     fast = _mask_fast_path(self, indices, values, accumulate)
     if fast is not None:
         return fast
@@ -286,11 +292,6 @@ def _index_put(self, indices, values, accumulate):
     if not tensors:
         return torch.broadcast_to(values, self.shape).to(self.dtype).clone()
     return run("index_put", [self, values] + tensors, [int(bool(accumulate))] + flags)[0]
-
-
-def _name(dt):
-    return {torch.float32: "Float", torch.float64: "Double", torch.int64: "Long", torch.int32: "Int",
-            torch.bfloat16: "BFloat16", torch.float16: "Half", torch.bool: "Bool"}.get(dt, str(dt))
 
 
 @register("aten::index_put", out="aten::index_put.out")
@@ -303,8 +304,7 @@ def _index_put_inplace(self, indices, values, accumulate=False, unsafe=False):
     return self
 
 
-impl("aten::index_put_", _index_put_inplace)
-impl("aten::_index_put_impl_", _index_put_inplace)
+register(["aten::index_put_", "aten::_index_put_impl_"])(_index_put_inplace)
 
 
 @register("aten::masked_select", out="aten::masked_select.out")
@@ -355,19 +355,13 @@ def repeat(self, repeats):
     return run("repeat", [self], repeats)[0]
 
 
-@register("aten::constant_pad_nd", out="aten::constant_pad_nd.out")
-def constant_pad_nd(self, pad, value=0):
-    pad = [int(p) for p in pad]
-    return run("constant_pad_nd", [self, scalar(value, self.dtype)], pad)[0]
-
-
 # ---- put / masked_scatter ---------------------------------------------------------------------
 
 
 @register("aten::put", out="aten::put.out", inplace="aten::put_")
 def put(self, index, source, accumulate=False):
     index = _dev(index, self)
-    _check_bounds(index, self.numel(), 0, "put")
+    check_bounds(index, self.numel(), 0, "put")
     if index.numel() != source.numel():
         raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
                            f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
@@ -403,15 +397,24 @@ def masked_scatter(self, mask, source):
     return run("index_put", [self, vals] + idx, [0] + [1] * self.dim())[0]
 
 
+@register("aten::unfold_backward", out="aten::unfold_backward.out")
+def unfold_backward(grad_in, input_sizes, dim, size, step):
+    supported(grad_in.dtype)
+    sizes = [int(s) for s in input_sizes]
+    if not sizes and grad_in.numel() == 1:
+        return grad_in.reshape(()).clone()
+    if not sizes or grad_in.numel() == 0 or grad_in.dim() != len(sizes) + 1:
+        raise Unsupported()
+    dim = dim % len(sizes)
+    return run("unfold_backward", [grad_in], [dim, int(size), int(step), len(sizes), *sizes])[0]
+
+
 # ---- tensor_split with a tensor of indices -----------------------------------------
 # PyTorch's composite reads the indices on the host and insists they are on
 # the CPU; a tpu tensor is read back here (one sync) and given to that same
 # composite, so dtype/rank checks and autograd are PyTorch's.  Registered on
 # the autograd key too: a composite op's backend kernel is not reached
 # through autograd otherwise.
-_split_lib = torch.library.Library("aten", "IMPL")
-
-
 def _tensor_split_tensor(self, tensor_indices_or_sections, dim=0):
     t = tensor_indices_or_sections
     if isinstance(t, torch.Tensor) and t.device.type == "tpu":
@@ -425,4 +428,4 @@ _SPLIT = torch.ops.aten.tensor_split.tensor_indices_or_sections
 
 
 for _key in ("AutogradPrivateUse1", "PrivateUse1"):
-    _split_lib.impl("tensor_split.tensor_indices_or_sections", _tensor_split_tensor, _key)
+    impl("tensor_split.tensor_indices_or_sections", _tensor_split_tensor, key=_key)

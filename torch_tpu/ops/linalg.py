@@ -1,4 +1,4 @@
-"""Matrix products (csrc/ops/linalg.c).
+"""Matrix products and the grouped matmul of MoE layers (csrc/ops/linalg.c).
 
 aten::matmul / linear / outer / ger are CompositeImplicitAutograd: PyTorch
 decomposes them into mm / bmm / addmm / _unsafe_view / mul before they reach
@@ -8,32 +8,26 @@ change).
 """
 import torch
 
-from .._dispatch import Unsupported, register, run, scalar, dtype_code
-
-
-def _opmath(dtype):
-    # the type PyTorch computes alpha/beta in: double for double, float for
-    # the other floating types, long for integers
-    if dtype in (torch.float64, torch.complex128):  # complex: a real coefficient in the part type
-        return torch.float64
-    if dtype.is_floating_point or dtype.is_complex:
-        return torch.float32
-    return torch.int64
+from .._dispatch import Call, Unsupported, coef, register, run, supported
+from .._dtypes import dtype_code
 
 
 def _scalar_arg(v, dtype, name):
+    """beta / alpha as a runtime input in the type PyTorch computes them in."""
     if isinstance(v, torch.Tensor):
         v = v.item()
-    if isinstance(v, complex):
-        raise Unsupported(f"complex {name}")
     if not dtype.is_floating_point and not dtype.is_complex and isinstance(v, float) and v != int(v):
         raise RuntimeError(f"For integral input tensors, argument {name} must not be a floating point number.")
-    return scalar(v, _opmath(dtype))
+    if isinstance(v, complex):
+        raise Unsupported(f"complex {name}")
+    if dtype.is_complex:  # a real coefficient, in the part type
+        dtype = torch.float64 if dtype == torch.complex128 else torch.float32
+    return coef(v, dtype)
 
 
 @register("aten::mm", out="aten::mm.out")
 def mm(self, mat2):
-    return run("mm", [self, mat2])[0]
+    return Call("mm", [self, mat2])
 
 
 @register("aten::bmm", out="aten::bmm.out")
@@ -92,3 +86,24 @@ def addr(self, vec1, vec2, *, beta=1, alpha=1):
         raise NotImplementedError("tpu: addr of bool tensors")
     return run("addr", [self, vec1, vec2, _scalar_arg(beta, dt, "beta"), _scalar_arg(alpha, dt, "alpha")],
                [dtype_code(dt)])[0]
+
+
+# ---- grouped matrix multiply -------------------------------------------------
+# torch._grouped_mm / F.grouped_mm, the kernel of Mixture-of-Experts layers
+# (Transformers routes MoE experts to it on tpu).  Its backward is PyTorch's
+# own formula, which calls _grouped_mm again with transposed operands (the
+# 2D x 2D layout for the weight gradient).
+
+
+@register("aten::_grouped_mm")
+def grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
+    if bias is not None:
+        raise RuntimeError("Bias tensor provided, but it is not supported yet.")
+    supported(self.dtype)
+    if self.dtype != mat2.dtype:
+        raise RuntimeError(f"grouped_mm: expected mat_a and mat_b of one dtype, got {self.dtype} and {mat2.dtype}")
+    if offs is not None and offs.dtype != torch.int32:
+        raise RuntimeError(f"Offsets tensor must be integer (int32) tensor, but got {offs.dtype}.")
+    ints = [dtype_code(out_dtype) if out_dtype is not None else 0]
+    inputs = [self, mat2] + ([offs] if offs is not None else [])
+    return run("grouped_mm", inputs, ints)[0]

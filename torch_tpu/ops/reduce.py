@@ -1,16 +1,15 @@
-"""Reduction kernels: sum/mean/prod, max/min and arg*, all/any, var/std,
-norms, logsumexp, softmax and its backward, cumsum/cumprod, sort/topk
-(rules in csrc/ops/reduce.c).
+"""Reduction kernels: sum / mean / prod / nansum, max / min and arg*,
+all / any, var / std, norms, logsumexp, softmax and its backward, the scans
+(cumsum, cumprod, cummax / cummin, logcumsumexp), sort / topk (rules in
+csrc/ops/reduce.c).
 
 The plain reductions pass ints [dtype, keepdim, dim...] (dtype 0 = the
 rule's default, an empty dim list = every dim)."""
 import torch
 
-from .._dispatch import run
-from .._dtypes import dtype_code
-from .elementwise import _Fallback, _check, _tname, reg
+from .._dispatch import Call, Unsupported, register, resize_out, run, supported, write
+from .._dtypes import dtype_code, scalar_type_name
 
-aten = torch.ops.aten
 
 
 def _dims(dim):
@@ -22,9 +21,9 @@ def _dims(dim):
 
 
 def _red(rule, self, dim, keepdim, dt=None, floats=()):
-    _check(self.dtype)
-    code = dtype_code(_check(dt)) if dt is not None else 0
-    return run(rule, [self], [code, int(bool(keepdim)), *_dims(dim)], floats)[0]
+    supported(self.dtype)
+    code = dtype_code(supported(dt)) if dt is not None else 0
+    return Call(rule, [self], [code, int(bool(keepdim)), *_dims(dim)], floats)
 
 
 def _is_intlike(dt):
@@ -40,12 +39,12 @@ def _sum_dt(self, dtype):
 # ---- sum / mean / prod ----------------------------------------------------------------
 
 
-@reg("sum.dim_IntList", out="sum.IntList_out")
+@register("sum.dim_IntList", out="sum.IntList_out")
 def sum_dim(self, dim, keepdim=False, *, dtype=None):
     return _red("sum", self, dim, keepdim, _sum_dt(self, dtype))
 
 
-@reg("sum", out="sum.out")
+@register("sum", out="sum.out")
 def sum_all(self, *, dtype=None):
     return _red("sum", self, None, False, _sum_dt(self, dtype))
 
@@ -56,37 +55,37 @@ def _mean_dt(self, dtype):
         raise RuntimeError(
             "mean(): could not infer output dtype. "
             + ("Input" if dtype is None else "Optional")
-            + f" dtype must be either a floating point or complex dtype. Got: {_tname(dt)}"
+            + f" dtype must be either a floating point or complex dtype. Got: {scalar_type_name(dt)}"
         )
     return dt
 
 
-@reg("mean.dim", out="mean.out")
+@register("mean.dim", out="mean.out")
 def mean_dim(self, dim, keepdim=False, *, dtype=None):
     return _red("mean", self, dim, keepdim, _mean_dt(self, dtype))
 
 
-@reg("mean", out="mean.dtype_out")
+@register("mean", out="mean.dtype_out")
 def mean_all(self, *, dtype=None):
     return _red("mean", self, None, False, _mean_dt(self, dtype))
 
 
-@reg("prod.dim_int", out="prod.int_out")
+@register("prod.dim_int", out="prod.int_out")
 def prod_dim(self, dim, keepdim=False, *, dtype=None):
     return _red("prod", self, [dim], keepdim, _sum_dt(self, dtype))
 
 
-@reg("prod", out="prod.out")
+@register("prod", out="prod.out")
 def prod_all(self, *, dtype=None):
     return _red("prod", self, None, False, _sum_dt(self, dtype))
 
 
-@reg("count_nonzero.dim_IntList", out="count_nonzero.dim_IntList_out")
+@register("count_nonzero.dim_IntList", out="count_nonzero.dim_IntList_out")
 def count_nonzero(self, dim):
     return _red("count_nonzero", self, dim, False)
 
 
-@reg("count_nonzero", out="count_nonzero.out")
+@register("count_nonzero", out="count_nonzero.out")
 def count_nonzero_all(self, dim=None):
     return _red("count_nonzero", self, dim, False)
 
@@ -94,54 +93,54 @@ def count_nonzero_all(self, dim=None):
 # ---- max / min ---------------------------------------------------------------------------
 
 
-@reg("amax", out="amax.out")
+@register("amax", out="amax.out")
 def amax(self, dim=(), keepdim=False):
     return _red("amax", self, dim, keepdim)
 
 
-@reg("amin", out="amin.out")
+@register("amin", out="amin.out")
 def amin(self, dim=(), keepdim=False):
     return _red("amin", self, dim, keepdim)
 
 
-@reg("max", out="max.unary_out")
+@register("max", out="max.unary_out")
 def max_all(self):
-    _check(self.dtype)
-    return run("max", [self])[0]
+    supported(self.dtype)
+    return Call("max", [self])
 
 
-@reg("min", out="min.unary_out")
+@register("min", out="min.unary_out")
 def min_all(self):
-    _check(self.dtype)
-    return run("min", [self])[0]
+    supported(self.dtype)
+    return Call("min", [self])
 
 
-@reg("max.dim", out="max.dim_max")
+@register("max.dim", out="max.dim_max")
 def max_dim(self, dim, keepdim=False):
-    _check(self.dtype)
+    supported(self.dtype)
     return tuple(run("max_dim", [self], [dim, int(bool(keepdim))]))
 
 
-@reg("min.dim", out="min.dim_min")
+@register("min.dim", out="min.dim_min")
 def min_dim(self, dim, keepdim=False):
-    _check(self.dtype)
+    supported(self.dtype)
     return tuple(run("min_dim", [self], [dim, int(bool(keepdim))]))
 
 
-@reg("aminmax", out="aminmax.out")
+@register("aminmax", out="aminmax.out")
 def aminmax(self, *, dim=None, keepdim=False):
     if dim is None and self.numel() == 0:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.")
-    return _red("amin", self, dim, keepdim), _red("amax", self, dim, keepdim)
+    return _red("amin", self, dim, keepdim).run(), _red("amax", self, dim, keepdim).run()
 
 
-def _arg(rule, self, dim, keepdim):
-    _check(self.dtype)
-    return run(rule, [self], [int(dim is not None), 0 if dim is None else int(dim), int(bool(keepdim))])[0]
+def operand(rule, self, dim, keepdim):
+    supported(self.dtype)
+    return Call(rule, [self], [int(dim is not None), 0 if dim is None else int(dim), int(bool(keepdim))])
 
 
-reg("argmax", out="argmax.out")(lambda self, dim=None, keepdim=False: _arg("argmax", self, dim, keepdim))
-reg("argmin", out="argmin.out")(lambda self, dim=None, keepdim=False: _arg("argmin", self, dim, keepdim))
+register("argmax", out="argmax.out")(lambda self, dim=None, keepdim=False: operand("argmax", self, dim, keepdim))
+register("argmin", out="argmin.out")(lambda self, dim=None, keepdim=False: operand("argmin", self, dim, keepdim))
 
 
 # ---- all / any -----------------------------------------------------------------------------
@@ -152,10 +151,11 @@ def _bool_dt(self):
 
 
 for _name in ["all", "any"]:
-    reg(_name, out=f"{_name}.all_out")((lambda r: lambda self: _red(r, self, None, False, _bool_dt(self)))(_name))
-    reg(f"{_name}.dim", out=f"{_name}.out")(
+    register(_name, out=f"{_name}.all_out")(
+        (lambda r: lambda self: _red(r, self, None, False, _bool_dt(self)))(_name))
+    register(f"{_name}.dim", out=f"{_name}.out")(
         (lambda r: lambda self, dim, keepdim=False: _red(r, self, [dim], keepdim, _bool_dt(self)))(_name))
-    reg(f"{_name}.dims", out=f"{_name}.dims_out")(
+    register(f"{_name}.dims", out=f"{_name}.dims_out")(
         (lambda r: lambda self, dim=None, keepdim=False: _red(r, self, dim, keepdim, _bool_dt(self)))(_name))
 
 
@@ -164,7 +164,7 @@ for _name in ["all", "any"]:
 
 def _var(rule, self, dim, correction, keepdim):
     if self.dtype.is_complex:
-        raise _Fallback()
+        raise Unsupported()
     if not self.dtype.is_floating_point:
         raise RuntimeError("std and var only support floating point and complex dtypes")
     c = 1.0 if correction is None else float(correction)
@@ -173,57 +173,66 @@ def _var(rule, self, dim, correction, keepdim):
 
 
 for _name in ["var", "std"]:
-    reg(f"{_name}.correction", out=f"{_name}.correction_out")(
+    register(f"{_name}.correction", out=f"{_name}.correction_out")(
         (lambda r: lambda self, dim=None, *, correction=None, keepdim=False: _var(r, self, dim, correction, keepdim))(
             _name))
 for _name in ["var_mean", "std_mean"]:
-    reg(f"{_name}.correction", out=f"{_name}.correction_out")(
+    register(f"{_name}.correction", out=f"{_name}.correction_out")(
         (lambda r: lambda self, dim=None, *, correction=None, keepdim=False: _var(r, self, dim, correction, keepdim))(
             _name))
 
 
 def _norm(self, p, dim, keepdim, dtype):
     if self.dtype.is_complex:
-        raise _Fallback()
+        raise Unsupported()
     dt = dtype if dtype is not None else self.dtype
     if not dt.is_floating_point:
         raise RuntimeError(
-            f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {_tname(self.dtype)}"
+            f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {scalar_type_name(self.dtype)}"
         )
     p = 2.0 if p is None else float(p)
     if p < 0 and p != float("-inf") and self.numel() == 0:
         raise RuntimeError(
             "linalg.vector_norm of negative order cannot be performed on an empty tensor"
         )
-    return run("norm", [self], [dtype_code(dt), int(bool(keepdim)), *_dims(dim)], [p])[0]
+    return Call("norm", [self], [dtype_code(dt), int(bool(keepdim)), *_dims(dim)], [p])
 
 
-@reg("linalg_vector_norm", out="linalg_vector_norm.out")
+@register("linalg_vector_norm", out="linalg_vector_norm.out")
 def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
     return _norm(self, ord, dim, keepdim, dtype)
 
 
-@reg("norm.ScalarOpt_dim", out="norm.out")
+@register("norm.ScalarOpt_dim", out="norm.out")
 def norm_dim(self, p, dim, keepdim=False):
     return _norm(self, p, dim, keepdim, None)
 
 
-@reg("norm.ScalarOpt_dim_dtype", out="norm.dtype_out")
+@register("norm.ScalarOpt_dim_dtype", out="norm.dtype_out")
 def norm_dim_dtype(self, p, dim, keepdim=False, *, dtype):
     return _norm(self, p, dim, keepdim, dtype)
 
 
-@reg("norm.Scalar", out="norm.Scalar_out")
+@register("norm.Scalar", out="norm.Scalar_out")
 def norm_scalar(self, p=2):
     return _norm(self, p, None, False, None)
 
 
-@reg("norm.ScalarOpt_dtype", out="norm.ScalarOpt_dtype_out")
+@register("norm.ScalarOpt_dtype", out="norm.ScalarOpt_dtype_out")
 def norm_scalar_dtype(self, p, *, dtype):
     return _norm(self, p, None, False, dtype)
 
 
-@reg("logsumexp", out="logsumexp.out")
+def powsum(self, ord=2, dtype=None):
+    """sum(|x|^ord) (torch._foreach_powsum, which has no per-tensor ATen op):
+    the norm rule's attrs, without the root."""
+    dt = dtype if dtype is not None else self.dtype
+    if not supported(dt).is_floating_point or not self.dtype.is_floating_point:
+        raise Unsupported("powsum of a non-float tensor")
+    return Call("powsum", [self], [dtype_code(dt), 0], [float(ord)])
+
+
+@register("logsumexp", out="logsumexp.out")
 def logsumexp(self, dim, keepdim=False):
     dt = self.dtype if self.dtype.is_floating_point else torch.get_default_dtype()
     return _red("logsumexp", self, dim, keepdim, dt)
@@ -233,28 +242,28 @@ def logsumexp(self, dim, keepdim=False):
 
 
 def _softmax(rule, self, dim, half_to_float):
-    dt = _check(self.dtype)
+    dt = supported(self.dtype)
     if half_to_float:
         if dt != torch.float16 and dt != torch.bfloat16:
             raise RuntimeError("conversion is supported for Half type only")
         dt = torch.float32
-    return run(rule, [self], [int(dim), dtype_code(dt)])[0]
+    return Call(rule, [self], [int(dim), dtype_code(dt)])
 
 
-reg("_softmax", out="_softmax.out")(lambda self, dim, half_to_float: _softmax("_softmax", self, dim, half_to_float))
-reg("_log_softmax", out="_log_softmax.out")(
+register("_softmax", out="_softmax.out")(lambda self, dim, half_to_float: _softmax("_softmax", self, dim, half_to_float))
+register("_log_softmax", out="_log_softmax.out")(
     lambda self, dim, half_to_float: _softmax("_log_softmax", self, dim, half_to_float))
 
 
 def _softmax_bwd(rule, grad_output, output, dim, input_dtype):
-    _check(grad_output.dtype)
-    return run(rule, [grad_output, output], [int(dim), dtype_code(input_dtype)])[0]
+    supported(grad_output.dtype)
+    return Call(rule, [grad_output, output], [int(dim), dtype_code(input_dtype)])
 
 
-reg("_softmax_backward_data", out="_softmax_backward_data.out")(
+register("_softmax_backward_data", out="_softmax_backward_data.out")(
     lambda grad_output, output, dim, input_dtype: _softmax_bwd("_softmax_backward_data", grad_output, output, dim,
                                                                input_dtype))
-reg("_log_softmax_backward_data", out="_log_softmax_backward_data.out")(
+register("_log_softmax_backward_data", out="_log_softmax_backward_data.out")(
     lambda grad_output, output, dim, input_dtype: _softmax_bwd("_log_softmax_backward_data", grad_output, output,
                                                                dim, input_dtype))
 
@@ -263,12 +272,13 @@ reg("_log_softmax_backward_data", out="_log_softmax_backward_data.out")(
 
 
 def _scan(rule, self, dim, dtype):
-    dt = _check(_sum_dt(self, dtype))
-    return run(rule, [self], [int(dim), dtype_code(dt)])[0]
+    dt = supported(_sum_dt(self, dtype))
+    return Call(rule, [self], [int(dim), dtype_code(dt)])
 
 
-reg("cumsum", out="cumsum.out", inplace="cumsum_")(lambda self, dim, *, dtype=None: _scan("cumsum", self, dim, dtype))
-reg("cumprod", out="cumprod.out", inplace="cumprod_")(
+register("cumsum", out="cumsum.out", inplace="cumsum_")(
+    lambda self, dim, *, dtype=None: _scan("cumsum", self, dim, dtype))
+register("cumprod", out="cumprod.out", inplace="cumprod_")(
     lambda self, dim, *, dtype=None: _scan("cumprod", self, dim, dtype))
 
 
@@ -276,16 +286,62 @@ reg("cumprod", out="cumprod.out", inplace="cumprod_")(
 
 
 def _sort(self, dim, descending):
-    _check(self.dtype)
+    supported(self.dtype)
     return tuple(run("sort", [self], [int(dim), int(bool(descending))]))
 
 
-reg("sort.stable", out="sort.values_stable")(
+register("sort.stable", out="sort.values_stable")(
     lambda self, *, stable=None, dim=-1, descending=False: _sort(self, dim, descending))
-reg("sort", out="sort.values")(lambda self, dim=-1, descending=False: _sort(self, dim, descending))
+register("sort", out="sort.values")(lambda self, dim=-1, descending=False: _sort(self, dim, descending))
 
 
-@reg("topk", out="topk.values")
+@register("topk", out="topk.values")
 def topk(self, k, dim=-1, largest=True, sorted=True):
-    _check(self.dtype)
+    supported(self.dtype)
     return tuple(run("topk", [self], [int(k), int(dim), int(bool(largest)), int(bool(sorted))]))
+
+
+# ---- scans --------------------------------------------------------------------------------
+
+
+def _cummaxmin_helper(is_max):
+    def kernel(self, values, indices, dim):
+        supported(self.dtype)
+        if self.dtype == torch.bool or self.numel() == 0:
+            raise Unsupported()
+        v, i = run("cummaxmin", [self], [int(dim), int(is_max)])
+        resize_out(values, v.shape)
+        resize_out(indices, i.shape)
+        write(values, v)
+        write(indices, i)
+
+    return kernel
+
+
+register("aten::_cummax_helper")(_cummaxmin_helper(True))
+register("aten::_cummin_helper")(_cummaxmin_helper(False))
+
+
+@register("aten::_logcumsumexp", out="aten::_logcumsumexp.out")
+def logcumsumexp(self, dim):
+    if not self.dtype.is_floating_point or self.numel() == 0:
+        raise Unsupported()
+    return Call("logcumsumexp", [self], [int(dim)])
+
+
+
+@register("aten::nansum", out="aten::nansum.out")
+def nansum(self, dim=None, keepdim=False, *, dtype=None):
+    supported(self.dtype)
+    if dtype is None:
+        dtype = torch.int64 if (not self.dtype.is_floating_point) else self.dtype
+    supported(dtype)
+    if dtype == torch.bool or self.dtype == torch.bool:
+        raise Unsupported()
+    dims = [] if dim is None else ([dim] if isinstance(dim, int) else list(dim))
+    if self.dim() == 0:
+        dims = []
+    else:
+        dims = [d % self.dim() for d in dims]
+    return Call("nansum", [self], [dtype_code(dtype), int(bool(keepdim)), len(dims), *dims])
+

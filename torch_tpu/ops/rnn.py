@@ -32,11 +32,6 @@ from torch.autograd.function import once_differentiable
 
 from .._dispatch import impl, register, run
 
-# The layer ops need an autograd kernel as well as the tpu one: with a tpu
-# kernel registered, PyTorch no longer uses the composite (differentiable)
-# decomposition for AutogradPrivateUse1.
-_autograd_lib = torch.library.Library("aten", "IMPL")
-
 
 def _opt(t):
     return [] if t is None else [t]
@@ -275,7 +270,10 @@ def _register_layers(mode):
     for overload, fn in (("input", on_input), ("data", on_data)):
         name = f"aten::{mode}.{overload}"
         impl(name, fn)
-        _autograd_lib.impl(name[len("aten::"):], fn, "AutogradPrivateUse1")
+        # and as the autograd kernel: with a tpu kernel registered, PyTorch
+        # no longer uses the composite (differentiable) decomposition for
+        # AutogradPrivateUse1
+        impl(name, fn, key="AutogradPrivateUse1")
 
 
 for _mode in ("lstm", "gru", "rnn_tanh", "rnn_relu"):

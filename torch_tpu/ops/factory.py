@@ -1,0 +1,85 @@
+"""Factory kernels (csrc/ops/factory.c): eye, linspace, logspace.  (full,
+empty and arange are in core.py, with the tensor-making machinery they share
+with copies.)  Start / end / base values are 0-d runtime inputs in the type
+PyTorch computes the range in (float64 where the platform has it)."""
+import torch
+
+from .. import _C
+from .._dispatch import Unsupported, register, resize_out, run, scalar, supported, write
+from .._dtypes import dtype_code
+
+
+def _eye(n, m, out):
+    n, m = int(n), int(m)
+    if n < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {n}")
+    if m < 0:
+        raise RuntimeError(f"m must be greater or equal to 0, got {m}")
+    supported(out.dtype)
+    r = run("eye", [scalar(1, torch.int64)], [dtype_code(out.dtype), n, m])[0]
+    resize_out(out, [n, m])
+    return write(out, r)
+
+
+@register("aten::eye.out")
+def eye_out(n, *, out):
+    return _eye(n, n, out)
+
+
+@register("aten::eye.m_out")
+def eye_m_out(n, m, *, out):
+    return _eye(n, m, out)
+
+
+def _num(v):
+    if isinstance(v, torch.Tensor):
+        if v.numel() != 1 or v.is_complex():
+            raise Unsupported()
+        v = v.item()
+    if isinstance(v, complex):
+        raise Unsupported()
+    return v
+
+
+def _space(start, end, steps, out, base=None):
+    steps = int(steps)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dt = supported(out.dtype)
+    if dt == torch.bool:
+        raise Unsupported()
+    start, end = _num(start), _num(end)
+    no_f64 = _C.platform() == "tpu"
+    if dt.is_floating_point and base is None:
+        ct = torch.float64 if dt == torch.float64 else torch.float32
+        s, e = float(start), float(end)
+    elif dt.is_floating_point:
+        ct = torch.float32 if no_f64 else torch.float64
+        s, e = float(torch.tensor(start, dtype=dt)), float(torch.tensor(end, dtype=dt))
+    else:
+        ct = torch.float32 if no_f64 else torch.float64
+        s, e = float(int(start)), float(int(end))
+    ins = [scalar(s, ct), scalar(e, ct)]
+    ints = [dtype_code(dt), steps]
+    if base is not None:
+        b = float(_num(base))
+        if not dt.is_floating_point:
+            b = float(torch.tensor(b, dtype=torch.float32))
+        ins.append(scalar(b, ct))
+        ints.append(1)
+    r = run("linspace", ins, ints)[0]
+    resize_out(out, [steps])
+    return write(out, r)
+
+
+@register(["aten::linspace.out", "aten::linspace.Tensor_Tensor_out", "aten::linspace.Tensor_Scalar_out",
+           "aten::linspace.Scalar_Tensor_out"])
+def linspace_out(start, end, steps, *, out):
+    return _space(start, end, steps, out)
+
+
+@register(["aten::logspace.out", "aten::logspace.Tensor_Tensor_out", "aten::logspace.Tensor_Scalar_out",
+           "aten::logspace.Scalar_Tensor_out"])
+def logspace_out(start, end, steps, base=10.0, *, out):
+    return _space(start, end, steps, out, base)
+
