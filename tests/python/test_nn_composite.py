@@ -91,13 +91,13 @@ def test_margin_losses():
 
 
 @pytest.mark.parametrize("concat", [False, True])
-@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
 def test_ctc_loss(concat, reduction):
     g = torch.Generator().manual_seed(5)
-    T_, N, C = 12, 3, 5
+    T_, N, C = 8, 3, 5
     x = torch.randn(T_, N, C, generator=g)
     tl = [4, 0, 3]
-    il = [12, 9, 7]
+    il = [8, 6, 7]
     tg = torch.randint(1, C, (N, 4), generator=g)
     tg[2, 1] = tg[2, 0]  # a repeated label: no skip there
     targets = torch.cat([tg[n, :tl[n]] for n in range(N)]) if concat else tg
