@@ -271,16 +271,34 @@ def _parts_check(real, imag, op):
         raise Unsupported("complex32")
 
 
-@register("complex", out="complex.out")
+@register("complex")
 def complex_(real, imag):
     _parts_check(real, imag, "complex")
     return run("complex_make", [real, imag], [0])[0]
 
 
-@register("polar", out="polar.out")
+@register("polar")
 def polar(abs, angle):
     _parts_check(abs, angle, "polar")
     return run("complex_make", [abs, angle], [1])[0]
+
+
+_CX_NAMES = {torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble", torch.complex32: "ComplexHalf"}
+
+
+def _parts_out(fn, name):
+    # CPU: out's dtype must be exactly the complex type of the parts
+    def out_variant(a, b, *, out):
+        res = fn(a, b)
+        if out.dtype != res.dtype:
+            raise RuntimeError(f"Expected object of scalar type {_CX_NAMES.get(res.dtype, res.dtype)} but got "
+                               f"scalar type {_CX_NAMES.get(out.dtype, out.dtype)} for argument 'out'")
+        return _make_out(lambda: res, ["out"], name)(out=out)
+    return out_variant
+
+
+register("complex.out")(_parts_out(complex_, "complex"))
+register("polar.out")(_parts_out(polar, "polar"))
 
 
 
