@@ -251,9 +251,82 @@ def _runs_calls(fn):
     return kernel
 
 
+# ---- out= checks (PyTorch's host-side checks of out tensors; no device work) ----
+
+# out= ops whose CPU kernels refuse an out that shares memory with an input
+# (at::assert_no_overlap), even one equal to it
+_NO_OVERLAP_OUT = {"gather", "take", "index_select", "masked_select", "cat", "kthvalue"}
+# out= ops whose CPU kernels want the out's dtype to be the result's
+_EXACT_DTYPE_OUT = {"gather", "aminmax"}
+# out= ops whose CPU kernels check the out for internal overlap before
+# resizing it (the others check the out they write: one of the result's shape)
+_OVERLAP_BEFORE_RESIZE_OUT = {"take", "index_select", "masked_select"}
+_CPU_DTYPE_NAME = {torch.float32: "float", torch.float64: "double", torch.int64: "long int", torch.int32: "int",
+                   torch.bool: "bool", torch.float16: "c10::Half", torch.bfloat16: "c10::BFloat16"}
+
+
+def _mem_range(t):
+    """(storage id, first byte, end byte) of the memory a tensor's elements span."""
+    if t.numel() == 0:
+        return None
+    span = sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride())) + 1
+    first = t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if st < 0)
+    return t.untyped_storage().data_ptr(), first * t.element_size(), (first + span) * t.element_size()
+
+
+def _check_out_args(base, args, kwargs, targets):
+    """Internal overlap of the outs, and overlap with an input for the ops
+    that refuse it.  RuntimeError with CPU's message."""
+    _check_out_internal(base, targets)
+    for o in targets:
+        _check_out_overlap(base, args, kwargs, o)
+
+
+def _check_out_internal(base, targets):
+    for o in targets:
+        if isinstance(o, torch.Tensor) and any(s > 1 and st == 0 for s, st in zip(o.shape, o.stride())):
+            raise RuntimeError(
+                "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+                f"location. Please clone() the tensor before performing the operation. ({base}: out of shape "
+                f"{list(o.shape)} and strides {list(o.stride())})")
+
+
+def _check_out_overlap(base, args, kwargs, o):
+    if base not in _NO_OVERLAP_OUT or not isinstance(o, torch.Tensor):
+        return
+    ins = [a for a in args for a in (a if isinstance(a, (list, tuple)) else (a,)) if isinstance(a, torch.Tensor)]
+    ins += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
+    ro = _mem_range(o)
+    for t in ins:
+        ri = _mem_range(t) if t.device == o.device else None
+        if ro and ri and ro[0] == ri[0] and ro[1] < ri[2] and ri[1] < ro[2]:
+            raise RuntimeError(
+                "unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                f"single memory location. Please clone() the tensor before performing the operation. ({base}: "
+                f"input {list(t.shape)} and out {list(o.shape)} overlap)")
+
+
+def _check_out_result(base, opname, args, kwargs, o, r):
+    """The checks of one out against its result, before it is written."""
+    if base in _EXACT_DTYPE_OUT and o.dtype != r.dtype:
+        n = _CPU_DTYPE_NAME
+        raise RuntimeError(f"Expected out tensor to have dtype {n.get(r.dtype, r.dtype)}, but got "
+                           f"{n.get(o.dtype, o.dtype)} instead ({opname})")
+    if tuple(o.shape) == tuple(r.shape):  # not resized: written as it is
+        _check_out_internal(base, [o])
+    if base in _NO_OVERLAP_OUT:  # checked on the resized out, as CPU
+        cast_check(r.dtype, o.dtype, opname)
+        resize_out(o, r.shape)
+        _check_out_overlap(base, args, kwargs, o)
+
+
 def _make_out(fn, outs, opname):
+    base = opname.split(".")[0]
+
     def out_variant(*args, **kwargs):
         targets = [kwargs.pop(n) for n in outs]
+        if base in _OVERLAP_BEFORE_RESIZE_OUT:
+            _check_out_internal(base, targets)
         res = fn(*args, **kwargs)
         results = (res,) if len(targets) == 1 else res
         for o, r in zip(targets, results):
@@ -261,6 +334,7 @@ def _make_out(fn, outs, opname):
                 for oi, ri in zip(o, r):
                     write_out(oi, ri, opname)
             else:
+                _check_out_result(base, opname, args, kwargs, o, r)
                 write_out(o, r, opname)
         if isinstance(targets[0], (list, tuple)):
             return None
@@ -382,6 +456,12 @@ def _cpu_fallback(op, *args, **kwargs):
         raise NotImplementedError(
             f"tpu: no kernel for {name} and the CPU fallback is disabled (TORCH_TPU_CPU_FALLBACK=0)"
         )
+    outs, ins = [], []  # out= checks need the tpu tensors (the CPU copies share no memory)
+    for i, a in enumerate(op._schema.arguments):
+        v = kwargs.get(a.name) if (a.kwarg_only or i >= len(args)) else args[i]
+        (outs if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write else ins).append(v)
+    if any(_is_tpu(o) for o in outs):
+        _check_out_args(op.name().split("::")[-1].split(".")[0], ins, {}, [o for o in outs if _is_tpu(o)])
     _fallback_counts[name] = _fallback_counts.get(name, 0) + 1
     if name not in _warned:
         _warned.add(name)

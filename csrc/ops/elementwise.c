@@ -79,8 +79,8 @@ static V floordiv_int(tpu_op_ctx_t *c, V a, V b) {
 
 /* div: inputs (a, b); ints [dtype, rounding_mode (0 none, 1 trunc, 2 floor)].
  * rounding none: true division (the adapter's dtype is a float type).
- * Integer trunc/floor are integer divisions (division by zero is
- * unspecified on the device; PyTorch raises ZeroDivisionError). */
+ * Integer trunc/floor are integer divisions; a zero divisor is a
+ * device-side check (RuntimeError "ZeroDivisionError", as PyTorch's CPU). */
 static void rule_div(tpu_op_ctx_t *c) {
   tpu_dtype_t dt = tpu_op_result_dtype(c, 0, 2);
   int64_t mode = tpu_op_int_or(c, 1, 0);
@@ -88,6 +88,9 @@ static void rule_div(tpu_op_ctx_t *c) {
   V v[2];
   if (!tpu_op_load(c, 2, dt, ct, v)) return;
   V a = v[0], b = v[1], r;
+  if (mode != 0) /* integer division by zero (no check for floating types) */
+    tpu_op_check_nonzero(c, b, "ZeroDivisionError (div(): integer division by zero, rounding_mode='%s')",
+                         mode == 1 ? "trunc" : "floor");
   if (mode == 0) r = DIV(c, a, b);
   else if (tpu_dtype_is_float(ct)) r = mode == 1 ? tpu_ew_trunc(c, DIV(c, a, b)) : floordiv_float(c, a, b);
   else r = mode == 1 ? DIV(c, a, b) : floordiv_int(c, a, b);
@@ -100,6 +103,7 @@ static void rule_remainder(tpu_op_ctx_t *c) {
   V v[2];
   if (!tpu_op_ew_start(c, 2, &dt, &ct, v)) return;
   V a = v[0], b = v[1];
+  tpu_op_check_nonzero(c, b, "ZeroDivisionError (remainder(): integer remainder by zero)");
   V m = tpu_hlo_binary(c->f, "remainder", a, b);
   if (tpu_op_is_uint(ct)) { tpu_op_finish(c, m, dt); return; }
   V adjust = AND(c, CMPK(c, "NE", m, 0.0), CMP(c, "NE", CMPK(c, "LT", b, 0.0), CMPK(c, "LT", m, 0.0)));
@@ -111,6 +115,7 @@ static void rule_fmod(tpu_op_ctx_t *c) {
   tpu_dtype_t dt, ct;
   V v[2];
   if (!tpu_op_ew_start(c, 2, &dt, &ct, v)) return;
+  tpu_op_check_nonzero(c, v[1], "ZeroDivisionError (fmod(): integer remainder by zero)");
   tpu_op_finish(c, tpu_hlo_binary(c->f, "remainder", v[0], v[1]), dt);
 }
 

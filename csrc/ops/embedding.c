@@ -1,6 +1,7 @@
 /* embedding.c - embedding lookup and its dense backward (padding_idx,
- * scale_grad_by_freq).  An index outside [0, num_weights) is clamped by the
- * gather (PyTorch raises; the adapter checks bounds in debug mode).
+ * scale_grad_by_freq).  An index outside [0, num_weights) is a device-side
+ * check (IndexError "index out of range in self", as PyTorch's CPU, at the
+ * next host wait); the gather itself clamps it.
  */
 #include <math.h>
 #include <stdint.h>
@@ -26,6 +27,9 @@ static void rule_embedding(tpu_op_ctx_t *c) {
                 c->name, tpu_dtype_name(it.dtype));
     return;
   }
+  tpu_op_check_index(c, c->in[1], 0, wt.dims[0], TPU_OUT_OF_RANGE,
+                     "embedding(): index out of range in self (index " TPU_OP_PAYLOAD " with %lld rows)",
+                     (long long)wt.dims[0]);
   tpu_op_set_output(c, tpu_op_take(c, c->in[0], 0, c->in[1]));
 }
 

@@ -7,15 +7,13 @@
  * advanced indexing, take and index_put, and raises IndexError for negative
  * indices in gather / scatter / index_select; wrapping there is a superset.
  *
- * Out-of-range indices: PyTorch raises IndexError ("index 7 is out of bounds
- * for dimension 0 with size 5").  Raising needs the index values on the host,
- * i.e. a device->host sync per indexing op, which would serialise every step.
- * So the rules do what XLA does: a gather clamps the start index into range
- * (reads the last valid element), a scatter drops out-of-range updates.  The
- * `index_bounds_check` rule computes "every index is in [-size, size)" as a
- * 0-d bool on the device; the Python adapters run it and raise IndexError
- * only in debug eager mode (TORCH_TPU_EAGER_MODE=debug), where every op
- * waits anyway.
+ * Out-of-range indices are device-side checks (ops.h: tpu_op_check_index),
+ * with the range, exception type and message of PyTorch's CPU kernel
+ * ([0, size) for gather / scatter / index_select / index_add / index_copy,
+ * [-size, size) for advanced indexing, index_put, index_fill, take, put):
+ * raised at the next host wait, no sync while nothing is wrong.  The
+ * program itself does what XLA does with such an index (a gather clamps, a
+ * scatter drops the update); the report says the result is not to be used.
  *
  * Data-dependent shapes (bool-mask indexing, nonzero, masked_select) cannot
  * be expressed in one static-shape program: the adapters turn a bool mask
@@ -49,6 +47,14 @@ static tpu_hlo_value_t ix_wrap(tpu_op_ctx_t *c, tpu_hlo_value_t idx, int64_t siz
   if (!tpu_dtype_is_signed(tpu_op_type(c, idx).dtype)) return i;
   tpu_hlo_value_t neg = tpu_hlo_compare(f, "LT", i, tpu_hlo_constant_i64(f, t, 0));
   return tpu_hlo_select(f, neg, tpu_hlo_binary(f, "add", i, tpu_hlo_constant_i64(f, t, size)), i);
+}
+
+/* The index check of gather / scatter / index_add: every index in [0, size)
+ * (PyTorch's CPU kernels raise RuntimeError, also for negative indices). */
+static void ix_check_dim(tpu_op_ctx_t *c, tpu_hlo_value_t idx, int64_t dim, int64_t size, tpu_code_t code) {
+  tpu_op_check_index(c, idx, 0, size, code,
+                     "%s(): index " TPU_OP_PAYLOAD " is out of bounds for dimension %lld with size %lld", c->name,
+                     (long long)dim, (long long)size);
 }
 
 /* [*t.shape] s64 -> [*t.shape, 1]. */
@@ -158,12 +164,20 @@ static void rule_index_select(tpu_op_ctx_t *c) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: index_select(): Index is supposed to be a vector", c->name);
     return;
   }
+  int64_t dim = tpu_op_dim(c, tpu_op_int(c, 0), t.rank ? t.rank : 1), size = t.rank ? t.dims[dim] : 1;
+  if (dim == 1 && t.rank > 1) /* PyTorch's CPU kernel has its own path (and error) for dim 1 */
+    tpu_op_check_index(c, c->in[1], 0, size, TPU_INVALID_ARGUMENT,
+                       "index_select(): INDICES element is out of DATA bounds, id=" TPU_OP_PAYLOAD " axis_dim=%lld",
+                       (long long)size);
+  else
+    tpu_op_check_index(c, c->in[1], 0, size, TPU_OUT_OF_RANGE,
+                       "index_select(): index out of range in self (index " TPU_OP_PAYLOAD
+                       " for dimension %lld with size %lld)", (long long)dim, (long long)size);
   if (t.rank == 0) { /* a scalar: every index must be 0 */
     int64_t L = it.rank ? it.dims[0] : 1;
     tpu_op_set_output(c, it.rank ? tpu_hlo_broadcast_to(c->f, c->in[0], 1, &L) : c->in[0]);
     return;
   }
-  int64_t dim = tpu_op_dim(c, tpu_op_int(c, 0), t.rank);
   tpu_hlo_value_t idx = ix_wrap(c, c->in[1], t.dims[dim]);
   if (it.rank == 0) idx = tpu_hlo_reshape(c->f, idx, 1, (int64_t[]){1});
   tpu_op_set_output(c, tpu_op_take(c, c->in[0], (int)dim, idx));
@@ -178,6 +192,7 @@ static void rule_gather(tpu_op_ctx_t *c) {
   int64_t dim = tpu_op_dim(c, tpu_op_int(c, 0), R);
   if (R == 0 || it.rank == 0) {
     if (tpu_hlo_type_numel(&it) != 1 || tpu_hlo_type_numel(&t) != 1) goto bad_rank;
+    ix_check_dim(c, c->in[1], 0, 1, TPU_INVALID_ARGUMENT);
     tpu_op_set_output(c, tpu_hlo_reshape(c->f, c->in[0], it.rank, it.dims));
     return;
   }
@@ -193,6 +208,7 @@ static void rule_gather(tpu_op_ctx_t *c) {
     }
   }
   {
+    ix_check_dim(c, c->in[1], dim, t.dims[dim], TPU_INVALID_ARGUMENT);
     tpu_hlo_value_t coords = ix_full_coords(c, ix_wrap(c, c->in[1], t.dims[dim]), (int)dim, R);
     tpu_op_set_output(c, ix_gather_points(c, c->in[0], coords, R));
     return;
@@ -207,23 +223,12 @@ static void rule_take(tpu_op_ctx_t *c) {
   tpu_hlo_type_t t = tpu_op_type(c, c->in[0]), it = tpu_op_type(c, c->in[1]);
   if (!ix_check_index_dtype(c, it.dtype, "take")) return;
   int64_t n = tpu_hlo_type_numel(&t);
+  tpu_op_check_index(c, c->in[1], -n, n, TPU_OUT_OF_RANGE,
+                     "take(): out of range: tried to access index " TPU_OP_PAYLOAD " on a tensor of %lld elements.",
+                     (long long)n);
   tpu_hlo_value_t flat = tpu_hlo_reshape(c->f, c->in[0], 1, &n);
   tpu_hlo_value_t idx = ix_add_vec_dim(c, ix_wrap(c, c->in[1], n));
   tpu_op_set_output(c, ix_gather_points(c, flat, idx, 1));
-}
-
-/* index_bounds_check: inputs (index); attrs [size] -> 0-d bool: every index
- * is in [-size, size).  For the debug-mode IndexError check. */
-static void rule_index_bounds_check(tpu_op_ctx_t *c) {
-  tpu_hlo_func_t *f = c->f;
-  int64_t size = tpu_op_int(c, 0);
-  tpu_hlo_value_t i = tpu_hlo_cast(f, c->in[0], TPU_S64);
-  tpu_hlo_type_t t = tpu_op_type(c, i);
-  tpu_hlo_value_t ok = tpu_hlo_binary(f, "and", tpu_hlo_compare(f, "GE", i, tpu_hlo_constant_i64(f, t, -size)),
-                                      tpu_hlo_compare(f, "LT", i, tpu_hlo_constant_i64(f, t, size)));
-  int64_t all[TPU_MAX_RANK];
-  for (int d = 0; d < t.rank; d++) all[d] = d;
-  tpu_op_set_output(c, t.rank ? tpu_hlo_reduce(f, ok, tpu_hlo_scalar(f, TPU_PRED, 1), all, t.rank, "and") : ok);
 }
 
 /* ---- scatter family --------------------------------------------------------------- */
@@ -289,6 +294,7 @@ static void rule_scatter_impl(tpu_op_ctx_t *c, int64_t reduce) {
   int R = t.rank;
   int64_t dim = tpu_op_dim(c, tpu_op_int(c, 0), R);
   if (!ix_scatter_check(c, &t, &it, dim)) return;
+  ix_check_dim(c, c->in[1], dim, R ? t.dims[dim] : 1, TPU_INVALID_ARGUMENT);
   if (R == 0) { /* 0-d self: one element */
     tpu_hlo_value_t self1 = tpu_hlo_reshape(c->f, c->in[0], 1, (int64_t[]){1});
     tpu_hlo_type_t it1 = tpu_hlo_type_make(it.dtype, 1, (int64_t[]){tpu_hlo_type_numel(&it)});
@@ -324,6 +330,7 @@ static void rule_scatter_reduce(tpu_op_ctx_t *c) {
   int64_t red = tpu_op_int(c, 1);
   int incl = (int)tpu_op_int(c, 2);
   if (!ix_scatter_check(c, &t, &it, dim)) return;
+  ix_check_dim(c, c->in[1], dim, t.dims[dim], TPU_INVALID_ARGUMENT);
   if (red < 0 || red > 4) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: reduce argument must be either sum, prod, mean, amax or amin", c->name);
     return;
@@ -402,6 +409,7 @@ static void rule_index_add(tpu_op_ctx_t *c) {
   int64_t dim;
   tpu_hlo_value_t idx;
   if (!ix_index_dim_setup(c, &t, &dim, &idx)) return;
+  ix_check_dim(c, c->in[1], dim, t.dims[dim], TPU_INVALID_ARGUMENT);
   tpu_hlo_value_t src = ix_index_source(c, 2, &t, dim, idx);
   tpu_hlo_type_t st = tpu_op_type(c, src);
   tpu_hlo_value_t alpha = tpu_hlo_broadcast_to(c->f, tpu_hlo_cast(c->f, c->in[3], t.dtype), st.rank, st.dims);
@@ -415,6 +423,9 @@ static void rule_index_copy(tpu_op_ctx_t *c) {
   int64_t dim;
   tpu_hlo_value_t idx;
   if (!ix_index_dim_setup(c, &t, &dim, &idx)) return;
+  tpu_op_check_index(c, c->in[1], 0, t.dims[dim], TPU_OUT_OF_RANGE,
+                     "index_copy_(): index " TPU_OP_PAYLOAD " is out of bounds for dimension %lld with size %lld",
+                     (long long)dim, (long long)t.dims[dim]);
   tpu_hlo_value_t src = ix_index_source(c, 2, &t, dim, idx);
   tpu_op_set_output(c, tpu_op_put(c, c->in[0], (int)dim, idx, src, "replace"));
 }
@@ -425,6 +436,9 @@ static void rule_index_fill(tpu_op_ctx_t *c) {
   int64_t dim;
   tpu_hlo_value_t idx;
   if (!ix_index_dim_setup(c, &t, &dim, &idx)) return;
+  tpu_op_check_index(c, c->in[1], -t.dims[dim], t.dims[dim], TPU_OUT_OF_RANGE,
+                     "index_fill(): index " TPU_OP_PAYLOAD " is out of bounds for dimension %lld with size %lld",
+                     (long long)dim, (long long)t.dims[dim]);
   tpu_hlo_type_t ut = t;
   ut.dims[dim] = tpu_op_type(c, idx).dims[0];
   tpu_hlo_value_t v = tpu_hlo_broadcast_to(c->f, tpu_hlo_cast(c->f, c->in[2], t.dtype), ut.rank, ut.dims);
@@ -445,7 +459,7 @@ typedef struct {
 
 /* attrs [present_0, ..., present_{n-1}] (n <= rank); indices follow the
  * inputs at `first`, one per present dim. */
-static int ix_adv_setup(tpu_op_ctx_t *c, const tpu_hlo_type_t *t, int first, int attr0, ix_adv_t *a) {
+static int ix_adv_setup(tpu_op_ctx_t *c, const tpu_hlo_type_t *t, int first, int attr0, int put, ix_adv_t *a) {
   tpu_hlo_func_t *f = c->f;
   memset(a, 0, sizeof *a);
   a->R = t->rank;
@@ -486,7 +500,16 @@ static int ix_adv_setup(tpu_op_ctx_t *c, const tpu_hlo_type_t *t, int first, int
   }
   tpu_hlo_value_t parts[TPU_MAX_RANK];
   for (int i = 0; i < a->k; i++) {
-    tpu_hlo_value_t w = ix_wrap(c, idx[i], t->dims[a->D[i]]);
+    int64_t n = t->dims[a->D[i]];
+    if (put) /* put_ on the flattened self: PyTorch's put message */
+      tpu_op_check_index(c, idx[i], -n, n, TPU_OUT_OF_RANGE,
+                         "put_(): out of range: tried to access index " TPU_OP_PAYLOAD " on a tensor of %lld elements.",
+                         (long long)n);
+    else
+      tpu_op_check_index(c, idx[i], -n, n, TPU_OUT_OF_RANGE,
+                         "%s(): index " TPU_OP_PAYLOAD " is out of bounds for dimension %lld with size %lld", c->name,
+                         (long long)a->D[i], (long long)n);
+    tpu_hlo_value_t w = ix_wrap(c, idx[i], n);
     w = tpu_hlo_broadcast_to(f, w, a->nb, a->B);
     parts[i] = ix_add_vec_dim(c, w);
   }
@@ -521,7 +544,7 @@ static int ix_adv_setup(tpu_op_ctx_t *c, const tpu_hlo_type_t *t, int first, int
 static void rule_index(tpu_op_ctx_t *c) {
   tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
   ix_adv_t a;
-  if (!ix_adv_setup(c, &t, 1, 0, &a)) return;
+  if (!ix_adv_setup(c, &t, 1, 0, 0, &a)) return;
   tpu_hlo_gather_dims_t gd;
   memset(&gd, 0, sizeof gd);
   gd.noffset = a.noffset;
@@ -540,11 +563,11 @@ static void rule_index(tpu_op_ctx_t *c) {
  * self[indices]; accumulate adds (duplicates sum), otherwise replaces
  * (duplicate indices: one of the writes wins, unspecified which, as in
  * PyTorch). */
-static void rule_index_put(tpu_op_ctx_t *c) {
+static void ix_index_put(tpu_op_ctx_t *c, int put) {
   tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
   int acc = (int)tpu_op_int(c, 0);
   ix_adv_t a;
-  if (!ix_adv_setup(c, &t, 2, 1, &a)) return;
+  if (!ix_adv_setup(c, &t, 2, 1, put, &a)) return;
   tpu_hlo_type_t vt = tpu_op_type(c, c->in[1]);
   /* values must broadcast to out */
   if (vt.rank > a.out.rank) goto bad;
@@ -572,6 +595,11 @@ bad : {
               c->name, tpu_op_shape_str(&vt, b1, sizeof b1), tpu_op_shape_str(&a.out, b2, sizeof b2));
 }
 }
+
+static void rule_index_put(tpu_op_ctx_t *c) { ix_index_put(c, 0); }
+/* put: index_put on the flattened self (inputs (self [n], source [L],
+ * index [L]); attrs [accumulate, 1]), with put_'s message for a bad index. */
+static void rule_put(tpu_op_ctx_t *c) { ix_index_put(c, 1); }
 
 /* ---- shape rearrangements --------------------------------------------------------- */
 
@@ -742,7 +770,6 @@ const tpu_op_rule_t tpu_rules_index[] = {
     {"index_select", rule_index_select, 2, 2},
     {"gather", rule_gather, 2, 2},
     {"take", rule_take, 2, 2},
-    {"index_bounds_check", rule_index_bounds_check, 1, 1},
     {"scatter", rule_scatter, 3, 3},
     {"scatter_add", rule_scatter_add, 3, 3},
     {"scatter_reduce", rule_scatter_reduce, 3, 3},
@@ -751,6 +778,7 @@ const tpu_op_rule_t tpu_rules_index[] = {
     {"index_fill", rule_index_fill, 3, 3},
     {"index", rule_index, 2, -1},
     {"index_put", rule_index_put, 3, -1},
+    {"put", rule_put, 3, 3},
     {"tril", rule_tril, 1, 1},
     {"triu", rule_triu, 1, 1},
     {"flip", rule_flip, 1, 1},

@@ -3,12 +3,12 @@
  * smooth_l1, huber, binary_cross_entropy, and their backward ops.  Sums run
  * in float32 for the half types.
  *
- * What XLA cannot do like PyTorch CPU (documented, not raised):
- * - nll_loss with a target outside [0, C) that is not ignore_index: PyTorch
- *   raises "Target N is out of bounds"; here that element contributes 0 (as
- *   if its weight were 0).
- * - binary_cross_entropy with inputs outside [0, 1]: PyTorch raises; here the
- *   log is clamped at -100 as for in-range values (NaN for negative inputs).
+ * Errors only the data shows are device-side checks (ops.h), raised at the
+ * next host wait with PyTorch's exception type and message: nll_loss with a
+ * target outside [0, C) that is not ignore_index (IndexError "Target N is out
+ * of bounds"), binary_cross_entropy with an input outside [0, 1].  The program
+ * itself computes what XLA does (the target contributes 0, the log is
+ * clamped at -100).
  */
 #include <math.h>
 #include <stdint.h>
@@ -128,6 +128,13 @@ static void rule_nll_loss(tpu_op_ctx_t *c) {
   int hw = (int)tpu_op_int(c, 2);
   nll_t s;
   if (!nll_setup(c, 0, 1, hw ? 2 : -1, ignore, &s)) return;
+  { /* a target outside [0, C) that is not ignore_index: the payload is that target */
+    tpu_hlo_value_t t = tpu_hlo_cast(f, c->in[1], TPU_S64);
+    tpu_hlo_type_t t64 = tpu_op_type(c, t);
+    tpu_hlo_value_t ign = tpu_hlo_compare(f, "EQ", t, tpu_hlo_constant_i64(f, t64, ignore));
+    tpu_op_check_index(c, tpu_hlo_select(f, ign, tpu_hlo_constant_i64(f, t64, 0), t), 0, s.xt.dims[s.cdim],
+                       TPU_OUT_OF_RANGE, "nll_loss(): Target " TPU_OP_PAYLOAD " is out of bounds.");
+  }
   tpu_hlo_type_t xa = s.xt;
   xa.dtype = s.acc;
   tpu_hlo_value_t picked = tpu_hlo_select(f, s.onehot, tpu_hlo_cast(f, c->in[0], s.acc), tpu_hlo_constant(f, xa, 0.0));
@@ -295,6 +302,11 @@ static void rule_binary_cross_entropy(tpu_op_ctx_t *c) {
   tpu_hlo_type_t t;
   if (!pair(c, 0, 1, &x, &y, &t)) return;
   tpu_hlo_value_t m100 = tpu_hlo_constant(c->f, t, -100.0), one = tpu_hlo_constant(c->f, t, 1.0);
+  if (tpu_hlo_type_numel(&t) > 0) /* NaN fails too, as on CPU */
+    tpu_op_check(c, tpu_hlo_binary(f, "and", tpu_hlo_compare(f, "GE", x, tpu_hlo_constant(f, t, 0.0)),
+                                   tpu_hlo_compare(f, "LE", x, one)),
+                 TPU_HLO_NONE, TPU_INVALID_ARGUMENT,
+                 "binary_cross_entropy(): all elements of input should be between 0 and 1");
   tpu_hlo_value_t lx = MAX(c, tpu_hlo_unary(f, "log", x), m100);
   tpu_hlo_value_t l1x = MAX(c, tpu_hlo_unary(f, "log_plus_one", tpu_hlo_unary(f, "negate", x)), m100);
   tpu_hlo_value_t loss = SUB(c, MUL(c, SUB(c, y, one), l1x),

@@ -120,18 +120,84 @@ TT_TEST(ops_index_index_put_accumulate) {
   opt_free(o, 1);
 }
 
-TT_TEST(ops_index_bounds_check) {
-  double good[3] = {0, -4, 3}, bad[2] = {0, 4};
-  int64_t size = 4;
-  opt_in_t in[1] = {{TPU_S64, 1, {3}, good}};
-  opt_out_t o[1];
-  if (opt_run("index_bounds_check", in, 1, &size, 1, o, 1) != 1) return;
-  TT_CHECK(o[0].dt == TPU_PRED && o[0].v[0] == 1);
-  opt_free(o, 1);
-  opt_in_t in2[1] = {{TPU_S64, 1, {2}, bad}};
-  if (opt_run("index_bounds_check", in2, 1, &size, 1, o, 1) != 1) return;
-  TT_CHECK(o[0].v[0] == 0);
-  opt_free(o, 1);
+/* Lowers `name` on (x [3, 4] of dtype xdt, idx of dtype idt and rank irank
+ * [2] or [2, 4]) plus extra inputs; returns the device-side checks it emits
+ * (their count; the first one's code and message in *code / msg). */
+static int lowered_checks(const char *name, tpu_dtype_t xdt, int nin, const int64_t *attrs, int nattrs,
+                          tpu_code_t *code, char *msg, size_t msgn) {
+  tpu_hlo_module_t *m;
+  if (tpu_hlo_module_create("t", &m)) return -1;
+  tpu_hlo_func_t *f = tpu_hlo_module_main(m);
+  int64_t x[2] = {3, 4}, i1 = 2, i2[2] = {1, 4}, sc = 1;
+  tpu_hlo_value_t in[4];
+  in[0] = tpu_hlo_func_arg(f, tpu_hlo_type_make(xdt, 2, x));
+  if (!strcmp(name, "gather") || !strcmp(name, "scatter_add") || !strcmp(name, "scatter")) {
+    in[1] = tpu_hlo_func_arg(f, tpu_hlo_type_make(TPU_S64, 2, i2));
+    in[2] = tpu_hlo_func_arg(f, tpu_hlo_type_make(xdt, 2, i2));
+  } else if (!strcmp(name, "div") || !strcmp(name, "remainder") || !strcmp(name, "fmod")) {
+    in[1] = tpu_hlo_func_arg(f, tpu_hlo_type_make(xdt, 2, x));
+  } else if (!strcmp(name, "index_put") || !strcmp(name, "put")) {
+    in[1] = tpu_hlo_func_arg(f, tpu_hlo_type_make(xdt, 0, &sc));
+    in[2] = tpu_hlo_func_arg(f, tpu_hlo_type_make(TPU_S32, 1, &i1));
+  } else {
+    in[1] = tpu_hlo_func_arg(f, tpu_hlo_type_make(TPU_S32, 1, &i1));
+    in[2] = tpu_hlo_func_arg(f, tpu_hlo_type_make(xdt, 0, &sc));
+  }
+  tpu_op_attrs_t a = {nattrs, attrs, 0, NULL};
+  tpu_op_checks_t checks = {0};
+  tpu_hlo_value_t out[TPU_OP_MAX_OUTPUTS];
+  int nout = 0, n = -1;
+  tpu_status_t st = tpu_op_lower_checked(tpu_op_rule_find(name), f, in, nin, &a, &checks, out, &nout);
+  if (st) {
+    fprintf(stderr, "  %s: %s\n", name, tpu_status_message(st));
+    tpu_status_free(st);
+  } else {
+    n = checks.n;
+    if (n > 0) {
+      *code = checks.v[0].code;
+      snprintf(msg, msgn, "%s", checks.v[0].msg);
+    }
+  }
+  tpu_op_checks_free(&checks);
+  tpu_hlo_module_destroy(m);
+  return n;
+}
+
+/* Indexing rules check their indices on the device with PyTorch's CPU
+ * exception type (TPU_OUT_OF_RANGE: IndexError) and message; integer division
+ * checks its divisor, floating division does not. */
+TT_TEST(ops_index_device_checks) {
+  static const struct {
+    const char *name;
+    tpu_dtype_t xdt;
+    int nin, nattrs;
+    int64_t attrs[3];
+    int nchecks;
+    tpu_code_t code;
+    const char *msg;
+  } k[] = {
+      {"gather", TPU_F32, 2, 1, {0}, 1, TPU_INVALID_ARGUMENT, "gather(): index {} is out of bounds for dimension 0 with size 3"},
+      {"scatter_add", TPU_F32, 3, 1, {1}, 1, TPU_INVALID_ARGUMENT, "scatter_add(): index {} is out of bounds for dimension 1 with size 4"},
+      {"index_select", TPU_F32, 2, 1, {-2}, 1, TPU_OUT_OF_RANGE, "index_select(): index out of range in self"},
+      {"index_fill", TPU_F32, 3, 1, {0}, 1, TPU_OUT_OF_RANGE, "index_fill(): index {} is out of bounds for dimension 0 with size 3"},
+      {"take", TPU_F32, 2, 0, {0}, 1, TPU_OUT_OF_RANGE, "take(): out of range: tried to access index {} on a tensor of 12 elements."},
+      {"index", TPU_F32, 2, 2, {0, 1}, 1, TPU_OUT_OF_RANGE, "index(): index {} is out of bounds for dimension 1 with size 4"},
+      {"index_put", TPU_F32, 3, 2, {0, 1}, 1, TPU_OUT_OF_RANGE, "index_put(): index {} is out of bounds for dimension 0 with size 3"},
+      {"div", TPU_S32, 2, 2, {TPU_S32, 2}, 1, TPU_INVALID_ARGUMENT, "ZeroDivisionError"},
+      {"remainder", TPU_S64, 2, 1, {TPU_S64}, 1, TPU_INVALID_ARGUMENT, "ZeroDivisionError"},
+      {"fmod", TPU_U8, 2, 1, {TPU_U8}, 1, TPU_INVALID_ARGUMENT, "ZeroDivisionError"},
+      {"div", TPU_F32, 2, 2, {TPU_F32, 2}, 0, TPU_OK, ""},
+      {"fmod", TPU_F32, 2, 1, {TPU_F32}, 0, TPU_OK, ""},
+  };
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+    tpu_code_t code = TPU_OK;
+    char msg[TPU_OP_CHECK_MSG_MAX] = "";
+    int n = lowered_checks(k[i].name, k[i].xdt, k[i].nin, k[i].attrs, k[i].nattrs, &code, msg, sizeof msg);
+    if (n != k[i].nchecks || (n && (code != k[i].code || !strstr(msg, k[i].msg)))) {
+      fprintf(stderr, "  %s: %d checks (want %d), code %d, msg '%s'\n", k[i].name, n, k[i].nchecks, (int)code, msg);
+      TT_CHECK(0);
+    }
+  }
 }
 
 TT_TEST(ops_index_tril_triu_flip_roll) {

@@ -6,7 +6,7 @@ csrc/ops/activation.c).  The conventions are elementwise.py's.
 import torch
 
 from .._dispatch import Call, Unsupported, coef, operand, register, run, supported
-from .._dtypes import dtype_code
+from .._dtypes import dtype_code, scalar_type_name
 from .elementwise import ew, result_dtype
 
 # ---- activations -----------------------------------------------------------------------------
@@ -158,6 +158,9 @@ def _shrink(rule):
         dt = supported(self.dtype)
         if not dt.is_floating_point:
             raise Unsupported()
+        if rule == "softshrink" and not 0 <= float(lambd) <= torch.finfo(dt).max:
+            raise RuntimeError(f"lambda must be in range [0, {torch.finfo(dt).max:g}] for input dtype "
+                               f"{scalar_type_name(dt)}, but found {lambd}")
         return ew(rule, [self, coef(lambd, dt)], dt)
 
     return kernel

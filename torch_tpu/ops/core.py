@@ -207,6 +207,8 @@ def arange_start_out(start, end, step=1, *, out):
     start, end, step = vals
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    if not out.dtype.is_floating_point and int(step) == 0:  # as CPU: the step is cast to the out dtype
+        raise ValueError(f"step must be nonzero (arange: step {step} is 0 as {out.dtype})")
     if not all(math.isfinite(float(v)) for v in vals):
         raise RuntimeError(f"unsupported range: {start} -> {end}")
     if (step > 0 and start > end) or (step < 0 and start < end):
@@ -237,3 +239,11 @@ def _conj(self):
 @register("_neg_view")
 def _neg_view(self):
     return torch.neg(self)
+
+
+@register("narrow_copy", out="narrow_copy.out")
+def narrow_copy(self, dim, start, length):
+    if dim >= self.dim():  # PyTorch's CPU kernel: a RuntimeError here (IndexError for dim < -rank)
+        raise RuntimeError(f"Expected dim < static_cast<int64_t>(self_sizes.size()) to be true, but got false. "
+                           f"(narrow_copy: dim {dim}, self of shape {list(self.shape)})")
+    return self.narrow(dim, start, length).clone()

@@ -1,15 +1,13 @@
 """Embedding kernels (csrc/ops/embedding.c): the lookup and its dense
-backward.  An index out of range is clamped by the device gather; debug mode
-checks the bounds first and raises IndexError like PyTorch (index.py)."""
+backward.  An index out of range is a device-side check in the rule
+(IndexError "index out of range in self", raised at the next host wait)."""
 from .._dispatch import register, run
-from .index import check_bounds
 
 
 @register("aten::embedding", out="aten::embedding.out")
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     if weight.dim() != 2:
         raise RuntimeError("'weight' must be 2-D")
-    check_bounds(indices, weight.shape[0], 0, "embedding")
     return run("embedding", [weight, indices])[0]
 
 

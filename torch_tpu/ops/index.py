@@ -4,11 +4,10 @@ fill, masked_select / masked_scatter, put, and the rearrangements tril /
 triu, flip, roll, repeat, unfold_backward.
 
 Semantics that differ from PyTorch CPU, on purpose (see index.c):
-- Out-of-range indices do not raise IndexError in the strict and fused eager
-  modes (raising needs the index values on the host: a sync per op).  A gather
-  clamps, a scatter drops the update.  In debug mode
-  (TORCH_TPU_EAGER_MODE=debug) every indexing kernel first runs the
-  index_bounds_check rule and raises IndexError like PyTorch.
+- Out-of-range indices are device-side checks in the rules (index.c): the
+  error (IndexError or RuntimeError, as PyTorch's CPU kernel) is raised at the
+  next host read or synchronize (at the op in debug mode), with no sync while
+  nothing is wrong.
 - Boolean-mask indexing (x[mask], x[mask] = v with a tensor v, masked_select)
   has a data-dependent result shape: nonzero runs on the device and only its
   count is read on the host (one 8-byte sync), giving integer indices.  The common
@@ -31,24 +30,6 @@ def _dev(t, like):
     if isinstance(t, torch.Tensor) and t.device != like.device:
         return t.to(like.device)
     return t
-
-
-def _debug():
-    return torch.tpu.get_eager_mode() == "debug"
-
-
-def check_bounds(index, size, dim, what):
-    """In debug mode: IndexError like PyTorch's unless every index is in
-    [-size, size) (the device check runs first; the host reads one bool)."""
-    if not _debug() or index.numel() == 0:
-        return
-    ok = run("index_bounds_check", [index], [int(size)])[0]
-    if not bool(ok.item()):
-        bad = index.cpu().reshape(-1)
-        b = bad[(bad < -size) | (bad >= size)][0].item()
-        if what == "index_select" or what == "embedding":
-            raise IndexError("index out of range in self")
-        raise IndexError(f"index {b} is out of bounds for dimension {dim} with size {size}")
 
 
 def _index_dtype_check(index, what):
@@ -88,7 +69,6 @@ def index_select(self, dim, index):
     index = _dev(index, self)
     _index_dtype_check(index, "index_select")
     d = _wrap_dim(dim, self.dim())
-    check_bounds(index, self.shape[d] if self.dim() else 1, d, "index_select")
     out = run("index_select", [self, index], [dim])[0]
     return out.reshape(()) if self.dim() == 0 else out
 
@@ -100,7 +80,6 @@ def gather(self, dim, index, *, sparse_grad=False):
     if index.numel() == 0:  # PyTorch checks nothing more for an empty index
         return torch.empty(index.shape, dtype=self.dtype, device=self.device)
     d = _wrap_dim(dim, self.dim())
-    check_bounds(index, self.shape[d] if self.dim() else 1, d, "gather")
     return run("gather", [self, index], [dim])[0]
 
 
@@ -109,7 +88,6 @@ def take(self, index):
     index = _dev(index, self)
     if index.numel() == 0:
         return torch.empty(index.shape, dtype=self.dtype, device=self.device)
-    check_bounds(index, self.numel(), 0, "take")
     return run("take", [self, index])[0]
 
 
@@ -125,7 +103,6 @@ def _scatter(self, dim, index, src, reduce):
     if reduce not in _SCATTER_REDUCE:
         raise RuntimeError("reduce argument must be either add or multiply.")
     d = _wrap_dim(dim, self.dim())
-    check_bounds(index, self.shape[d] if self.dim() else 1, d, "scatter")
     if isinstance(src, torch.Tensor):
         src = _dev(src, self)
         if src.dim() > 0 and src.dtype != self.dtype:
@@ -160,7 +137,9 @@ def scatter_add(self, dim, index, src):
     index = _dev(index, self)
     _index_dtype_check(index, "scatter_add")
     d = _wrap_dim(dim, self.dim())
-    check_bounds(index, self.shape[d] if self.dim() else 1, d, "scatter_add")
+    if isinstance(src, torch.Tensor) and src.dtype != self.dtype:
+        raise RuntimeError(f"scatter(): Expected self.dtype to be equal to src.dtype (scatter_add: self "
+                           f"{self.dtype}, src {src.dtype})")
     return run("scatter_add", [self, index, _dev(src, self)], [dim])[0]
 
 
@@ -171,7 +150,6 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     index = _dev(index, self)
     _index_dtype_check(index, "scatter_reduce")
     d = _wrap_dim(dim, self.dim())
-    check_bounds(index, self.shape[d] if self.dim() else 1, d, "scatter_reduce")
     return run("scatter_reduce", [self, index, _dev(src, self)],
                [dim, _SCATTER_REDUCE2[reduce], int(bool(include_self))])[0]
 
@@ -180,7 +158,6 @@ def _index_dim_args(self, dim, index, what):
     index = _dev(index, self)
     _index_dtype_check(index, what)
     d = _wrap_dim(dim, self.dim())
-    check_bounds(index, self.shape[d] if self.dim() else 1, d, what)
     return index
 
 
@@ -245,7 +222,6 @@ def _adv_indices(self, indices):
         if dim >= self.dim():
             raise IndexError(f"too many indices for tensor of dimension {self.dim()} (got {dim + 1})")
         idx = _dev(idx, self)
-        check_bounds(idx, self.shape[dim], dim, "index")
         flags.append(1)
         tensors.append(idx)
         dim += 1
@@ -341,6 +317,8 @@ def flip(self, dims):
 @register("aten::roll", out="aten::roll.out")
 def roll(self, shifts, dims=()):
     shifts, dims = [int(s) for s in shifts], [int(d) for d in dims]
+    if self.dim() == 0 and dims:
+        raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
     if self.numel() == 0:
         return self.clone()
     return run("roll", [self], [len(shifts), *shifts, len(dims), *dims])[0]
@@ -361,14 +339,13 @@ def repeat(self, repeats):
 @register("aten::put", out="aten::put.out", inplace="aten::put_")
 def put(self, index, source, accumulate=False):
     index = _dev(index, self)
-    check_bounds(index, self.numel(), 0, "put")
     if index.numel() != source.numel():
         raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
                            f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
     if self.numel() == 0 or index.numel() == 0:
         return self.clone()
     flat = self.reshape(-1)
-    out = run("index_put", [flat, _dev(source, self).reshape(-1), index.reshape(-1)], [int(bool(accumulate)), 1])[0]
+    out = run("put", [flat, _dev(source, self).reshape(-1), index.reshape(-1)], [int(bool(accumulate)), 1])[0]
     return out.reshape(self.shape)
 
 

@@ -36,6 +36,8 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     _gen_check(generator)
     if not self.dtype.is_floating_point:
         raise NotImplementedError(f"\"check_uniform_bounds\" not implemented for '{self.dtype}'")
+    if from_ > to:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}")
     return write(self, _sample("rng_uniform", self, self.dtype, [float(from_), float(to)], _dev(self), generator))
 
 

@@ -93,13 +93,21 @@ def count_nonzero_all(self, dim=None):
 # ---- max / min ---------------------------------------------------------------------------
 
 
+def _no_dim_empty(name, self, dim):
+    if self.numel() == 0 and not dim and self.dim() > 0:
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                           f"reduction dim with the 'dim' argument.")
+
+
 @register("amax", out="amax.out")
 def amax(self, dim=(), keepdim=False):
+    _no_dim_empty("amax", self, dim)
     return _red("amax", self, dim, keepdim)
 
 
 @register("amin", out="amin.out")
 def amin(self, dim=(), keepdim=False):
+    _no_dim_empty("amin", self, dim)
     return _red("amin", self, dim, keepdim)
 
 
