@@ -112,10 +112,13 @@ valgrind: $(STAMP) $(TESTC_BIN)
 valgrind-all: $(STAMP) $(TESTC_BIN)
 	$(VALGRIND) $(TESTC_BIN)
 
+# The Python suite once per eager mode; tests/python/conftest.py says which
+# suites run in which mode (TORCH_TPU_TEST_ALL_MODES=1: all of them in each).
 test-py: build
 	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
-	  for m in $(TEST_MODES); do echo "== pytest, eager mode $$m"; \
-	    TORCH_TPU_EAGER_MODE=$$m $(VPY) -m pytest -q -x -p no:cacheprovider tests/python || exit $$?; done; \
+	  for m in $(TEST_MODES); do echo "== pytest, eager mode $$m"; s=$$SECONDS; \
+	    TORCH_TPU_EAGER_MODE=$$m $(VPY) -m pytest -q -x -p no:cacheprovider tests/python || exit $$?; \
+	    echo "== eager mode $$m: $$((SECONDS - s)) s"; done; \
 	else echo "no python tests yet"; fi
 
 test: build test-c valgrind test-py
