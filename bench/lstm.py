@@ -2,7 +2,8 @@
 64, batch 16 (input 256), a linear head, MSE loss, SGD; the same model on
 PyTorch CPU (eager), tpu fused eager and tpu under torch.compile(backend=
 "tpu"), measured in one run.  Median ms per step after warm-up (the first
-tpu steps compile).  Standalone (not yet a section of bench/run.py):
+tpu steps compile).  The `lstm` section of bench/run.py (`make bench`), or
+alone:
 
     .venv/bin/python bench/lstm.py [--steps N] [--warmup N] [--json PATH]
 
@@ -59,6 +60,47 @@ def run(torch, model, dev, steps, warmup, compile_=False):
             "runs_ms": [round(t * 1e3, 2) for t in times]}
 
 
+def measure(torch, steps, warmup):
+    """The three figures, measured in one process (the bench section and the
+    command line both come here)."""
+    base = make(torch)
+    out = {"config": "LSTM 2 layers, hidden 256, seq 64, batch 16, input 256; SGD",
+           "cpu_threads": torch.get_num_threads()}
+    out["cpu"] = run(torch, copy.deepcopy(base), "cpu", steps, warmup)
+    prev = torch.tpu.get_eager_mode()
+    try:
+        torch.tpu.set_eager_mode("fused")
+        s0 = torch.tpu.cache_stats()
+        out["tpu_fused"] = run(torch, copy.deepcopy(base).to("tpu"), "tpu", steps, warmup)
+        s1 = torch.tpu.cache_stats()
+        out["tpu_fused"]["flushes_per_step"] = (s1["flushes"] - s0["flushes"]) / (steps + warmup)
+        out["tpu_compiled"] = run(torch, copy.deepcopy(base).to("tpu"), "tpu", steps, warmup, compile_=True)
+    finally:
+        torch.tpu.set_eager_mode(prev)
+    for k in ("tpu_fused", "tpu_compiled"):
+        out[k]["speedup_vs_cpu"] = out["cpu"]["ms_per_step"] / out[k]["ms_per_step"]
+    return out
+
+
+def sec_lstm(torch, quick):
+    return measure(torch, steps=5 if quick else 10, warmup=2 if quick else 3)
+
+
+def markdown_rows(fig, cell):
+    """Rows for bench/results.md: [figure, PyTorch CPU, tpu strict, tpu fused, notes]."""
+    if "error" in fig:
+        return [["LSTM train step (2x256, seq 64, batch 16), ms", "error", "", "", fig["error"][:120]]]
+    comp = fig.get("tpu_compiled") or {}
+    fused = fig.get("tpu_fused") or {}
+    note = []
+    if fused.get("speedup_vs_cpu"):
+        note.append(f"fused {fused['speedup_vs_cpu']:.2f}x CPU")
+    if comp.get("ms_per_step"):
+        note.append(f"compiled {comp['ms_per_step']:.1f} ms ({comp['speedup_vs_cpu']:.2f}x CPU)")
+    return [["LSTM train step (2x256, seq 64, batch 16), ms", cell(fig.get("cpu"), "ms_per_step", "{:.1f}"), "",
+             cell(fused, "ms_per_step", "{:.1f}"), "; ".join(note)]]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=10)
@@ -69,22 +111,7 @@ def main(argv=None):
     import torch
     import torch_tpu  # noqa: F401
 
-    base = make(torch)
-    out = {"config": "LSTM 2 layers, hidden 256, seq 64, batch 16, input 256; SGD",
-           "cpu_threads": torch.get_num_threads()}
-    out["cpu"] = run(torch, copy.deepcopy(base), "cpu", a.steps, a.warmup)
-    prev = torch.tpu.get_eager_mode()
-    try:
-        torch.tpu.set_eager_mode("fused")
-        s0 = torch.tpu.cache_stats()
-        out["tpu_fused"] = run(torch, copy.deepcopy(base).to("tpu"), "tpu", a.steps, a.warmup)
-        s1 = torch.tpu.cache_stats()
-        out["tpu_fused"]["flushes_per_step"] = (s1["flushes"] - s0["flushes"]) / (a.steps + a.warmup)
-        out["tpu_compiled"] = run(torch, copy.deepcopy(base).to("tpu"), "tpu", a.steps, a.warmup, compile_=True)
-    finally:
-        torch.tpu.set_eager_mode(prev)
-    for k in ("tpu_fused", "tpu_compiled"):
-        out[k]["speedup_vs_cpu"] = out["cpu"]["ms_per_step"] / out[k]["ms_per_step"]
+    out = measure(torch, a.steps, a.warmup)
     text = json.dumps(out, indent=1)
     print(text)
     if a.json:

@@ -57,10 +57,10 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 QUICK = os.environ.get("TORCH_TPU_BENCH_QUICK", "") not in ("", "0")
 
-SECTIONS = ["op_latency", "chain", "chain_arith", "train", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist"]
+SECTIONS = ["op_latency", "chain", "chain_arith", "train", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm"]
 # seconds each section may take before it is killed (full mode; quick: /2)
 LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "startup": 300, "memory": 240,
-          "import": 240, "transfer": 180, "pjrt": 180, "hf": 1500, "dist": 900}
+          "import": 240, "transfer": 180, "pjrt": 180, "hf": 1500, "dist": 900, "lstm": 600}
 
 
 def median(xs):
@@ -616,7 +616,14 @@ def sec_dist():
     return dist.sec_dist(torch, _measure, QUICK)
 
 
-FUNCS = {"hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "startup": sec_startup,
+def sec_lstm():
+    torch = _torch()
+    sys.path.insert(0, BENCH)
+    import lstm
+    return lstm.sec_lstm(torch, QUICK)
+
+
+FUNCS = {"lstm": sec_lstm, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "startup": sec_startup,
          "memory": sec_memory, "import": sec_import, "transfer": sec_transfer, "pjrt": sec_pjrt, "dist": sec_dist}
 
 
@@ -836,6 +843,12 @@ def markdown(results):
         rows.extend(dist.markdown_rows(dsr, _cell))
         for k in ("allreduce", "ddp_1proc", "ddp_2proc"):
             err_note(f"dist/{k}", dsr.get(k))
+
+    lsr = R.get("lstm", {})
+    if lsr:
+        sys.path.insert(0, BENCH)
+        import lstm
+        rows.extend(lstm.markdown_rows(lsr, _cell))
 
     head = ["figure", "PyTorch CPU", "tpu strict", "tpu fused", "notes"]
     lines = [f"# torch_tpu benchmarks ({'quick' if results['meta']['quick'] else 'full'} mode)", "",
