@@ -247,6 +247,15 @@ typedef enum { TPU_HLO_FFT = 0, TPU_HLO_IFFT = 1, TPU_HLO_RFFT = 2, TPU_HLO_IRFF
 tpu_hlo_value_t tpu_hlo_fft(tpu_hlo_func_t *f, tpu_hlo_value_t x, tpu_hlo_fft_type_t type, const int64_t *lengths,
                             int n);
 
+/* stablehlo.triangular_solve (hlo_linalg.c): solves op(a) x = b (left_side)
+ * or x op(a) = b for x, a [*, m, m] triangular (only the `lower` or upper
+ * triangle read; its diagonal taken as ones when unit_diagonal), b
+ * [*, m, n] (left) or [*, n, m] with the same batch; float or complex.
+ * op(a): a, its transpose or its conjugate transpose. -> b's type. */
+typedef enum { TPU_HLO_NO_TRANSPOSE = 0, TPU_HLO_TRANSPOSE = 1, TPU_HLO_ADJOINT = 2 } tpu_hlo_transpose_t;
+tpu_hlo_value_t tpu_hlo_triangular_solve(tpu_hlo_func_t *f, tpu_hlo_value_t a, tpu_hlo_value_t b, bool left_side,
+                                         bool lower, bool unit_diagonal, tpu_hlo_transpose_t transpose_a);
+
 /* Helpers most rules need. */
 /* Broadcasts x (numpy rules, trailing alignment) to `rank`/`dims`. */
 tpu_hlo_value_t tpu_hlo_broadcast_to(tpu_hlo_func_t *f, tpu_hlo_value_t x, int rank, const int64_t *dims);

@@ -1,6 +1,11 @@
 /* cholesky.c - the Cholesky factorization with LAPACK's error report
- * (linalg_cholesky_ex; linalg.cholesky and cholesky reach it).  See ops.h
- * for how a rule is written.
+ * (linalg_cholesky_ex; linalg.cholesky and cholesky reach it), and the
+ * triangular solves that use such a factor (linalg_solve_triangular,
+ * triangular_solve, cholesky_solve, cholesky_inverse and the backward of
+ * cholesky reach them).  See ops.h for how a rule is written.
+ *
+ * A triangular solve is one stablehlo.triangular_solve; the adapter
+ * broadcasts the batch dimensions first.
  *
  * One stablehlo.while over the columns (left-looking Cholesky-Banachiewicz):
  * column k of L is (A[:, k] - L L[k, :]^T) scaled by 1/sqrt(d), with d the
@@ -91,7 +96,26 @@ static void rule_cholesky_ex(tpu_op_ctx_t *c) {
   tpu_op_set_outputs(c, 2, outs);
 }
 
+/* triangular_solve: a [*, m, m], b [*, m, n] (left) or [*, n, m], same batch
+ * and dtype (f32 / f64); ints [left, lower, unit_diagonal, transpose (0 no,
+ * 1 yes)].  -> x with op(a) x = b (left) or x op(a) = b. */
+static void rule_triangular_solve(tpu_op_ctx_t *c) {
+  int left = tpu_op_int(c, 0) != 0, lower = tpu_op_int(c, 1) != 0, unit = tpu_op_int(c, 2) != 0;
+  int trans = tpu_op_int(c, 3) != 0;
+  if (tpu_hlo_func_status(c->f)) return;
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
+  if (t.dtype != TPU_F32 && t.dtype != TPU_F64) {
+    tpu_op_fail(c, TPU_UNIMPLEMENTED, "triangular_solve: %s input (float32 and float64 on the device)",
+                tpu_dtype_name(t.dtype));
+    return;
+  }
+  V x = tpu_hlo_triangular_solve(c->f, c->in[0], c->in[1], left, lower, unit,
+                                 trans ? TPU_HLO_TRANSPOSE : TPU_HLO_NO_TRANSPOSE);
+  tpu_op_set_outputs(c, 1, &x);
+}
+
 const tpu_op_rule_t tpu_rules_cholesky[] = {
     {"cholesky_ex", rule_cholesky_ex, 1, 1},
+    {"triangular_solve", rule_triangular_solve, 2, 2},
     {NULL, NULL, 0, 0},
 };

@@ -1,4 +1,4 @@
-"""Matrix products on tpu vs CPU, by value and by gradient."""
+"""Matrix products and triangular solves on tpu vs CPU, by value and by gradient."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -107,3 +107,83 @@ def test_errors_match_cpu():
         torch.mm(torch.randn(2, 3, device=T), torch.randn(3, 5, device=T, dtype=torch.float64))
     with pytest.raises(RuntimeError, match="1D tensors expected"):
         torch.dot(torch.randn(2, 3, device=T), torch.randn(3, device=T))
+
+
+# ---- triangular solves (torch_tpu/ops/cholesky.py, rule in csrc/ops/cholesky.c) -------
+
+
+def _no_fallback(fn):
+    before = torch_tpu.fallback_counts()
+    out = fn()
+    after = torch_tpu.fallback_counts()
+    grown = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+    assert not grown, f"ran through the CPU fallback: {grown}"
+    return out
+
+
+def _triangular(dt, batch=(2,), n=4):
+    torch.manual_seed(0)
+    return torch.randn(*batch, n, n, dtype=dt) + n * torch.eye(n, dtype=dt)
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.float64])
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("unit", [False, True])
+def test_solve_triangular_matches_cpu_with_batch_broadcast(dt, upper, left, unit):
+    A = _triangular(dt)
+    B = torch.randn(4, 3, dtype=dt) if left else torch.randn(3, 4, dtype=dt)  # broadcast over A's batch
+    c = torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unit)
+    t = _no_fallback(lambda: torch.linalg.solve_triangular(A.to("tpu"), B.to("tpu"), upper=upper, left=left,
+                                                           unitriangular=unit))
+    assert t.device.type == "tpu" and t.shape == c.shape and t.dtype == c.dtype
+    torch.testing.assert_close(t.cpu(), c)
+    out = torch.empty(0, dtype=dt, device="tpu")
+    torch.linalg.solve_triangular(A.to("tpu"), B.to("tpu"), upper=upper, left=left, unitriangular=unit, out=out)
+    torch.testing.assert_close(out.cpu(), c)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_triangular_solve_and_its_cloned_coefficient(upper, transpose):
+    A, B = _triangular(torch.float64), torch.randn(4, 2, dtype=torch.float64)
+    c = torch.triangular_solve(B, A, upper=upper, transpose=transpose)
+    t = _no_fallback(lambda: torch.triangular_solve(B.to("tpu"), A.to("tpu"), upper=upper, transpose=transpose))
+    for a, b in zip(c, t):
+        assert b.shape == a.shape
+        torch.testing.assert_close(b.cpu(), a)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_solve_and_inverse_match_cpu(upper):
+    A = _triangular(torch.float32, batch=(3,), n=5)
+    L = torch.linalg.cholesky(A @ A.mT, upper=upper)
+    B = torch.randn(5, 2)
+    torch.testing.assert_close(_no_fallback(lambda: torch.cholesky_solve(B.to("tpu"), L.to("tpu"), upper=upper)).cpu(),
+                               torch.cholesky_solve(B, L, upper=upper), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(_no_fallback(lambda: torch.cholesky_inverse(L[1].to("tpu"), upper=upper)).cpu(),
+                               torch.cholesky_inverse(L[1], upper=upper), rtol=1e-4, atol=1e-4)
+
+
+def test_cholesky_and_solve_triangular_gradients_stay_on_device():
+    M = (lambda a: a @ a.mT + torch.eye(5))(torch.randn(3, 5, 5, dtype=torch.float64))
+    mc, mt = M.clone().requires_grad_(), M.to("tpu").requires_grad_()
+    torch.linalg.cholesky(mc).sum().backward()
+    _no_fallback(lambda: torch.linalg.cholesky(mt).sum().backward())
+    torch.testing.assert_close(mt.grad.cpu(), mc.grad)
+    A, B = _triangular(torch.float64, batch=()).triu(), torch.randn(4, 2, dtype=torch.float64)
+    ac, bc = A.clone().requires_grad_(), B.clone().requires_grad_()
+    at, bt = A.to("tpu").requires_grad_(), B.to("tpu").requires_grad_()
+    torch.linalg.solve_triangular(ac, bc, upper=True).pow(2).sum().backward()
+    _no_fallback(lambda: torch.linalg.solve_triangular(at, bt, upper=True).pow(2).sum().backward())
+    torch.testing.assert_close(at.grad.cpu(), ac.grad)
+    torch.testing.assert_close(bt.grad.cpu(), bc.grad)
+
+
+def test_solve_triangular_bad_shapes_raise_as_on_cpu():
+    A, B = torch.randn(3, 3), torch.randn(4, 2)
+    with pytest.raises(RuntimeError) as cpu:
+        torch.linalg.solve_triangular(A, B, upper=False)
+    with pytest.raises(RuntimeError) as tpu:
+        torch.linalg.solve_triangular(A.to("tpu"), B.to("tpu"), upper=False)
+    assert str(tpu.value) == str(cpu.value)
