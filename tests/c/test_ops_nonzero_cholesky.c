@@ -1,4 +1,4 @@
-/* test_ops_nonzero_cholesky.c - the nonzero and cholesky_ex rules against
+/* test_ops_nonzero_cholesky.c - the nonzero, cholesky_ex and triangular_solve rules against
  * naive loops (csrc/ops/nonzero.c, cholesky.c). */
 #include <math.h>
 #include <string.h>
@@ -110,6 +110,64 @@ TT_TEST(ops_cholesky_ex_values_upper_and_info) {
   tpu_status_free(st);
   tt_ten_t ii = tt_ten(TPU_S64, 2, d2, NULL);
   st = tt_ops_lower_status("cholesky_ex", &ii, 1, &lower, 1, NULL, 0);
+  TT_CHECK(st && tpu_status_code(st) == TPU_UNIMPLEMENTED);
+  tpu_status_free(st);
+}
+
+TT_TEST(ops_triangular_solve_left_right_transpose_unit) {
+  /* a lower-triangular 3x3 (upper triangle garbage: must not be read) */
+  enum { N = 3 };
+  double a[N * N] = {2, 99, 99, 1, 3, 99, -1, 2, 4};
+  double b[N * 2] = {2, 4, 7, 1, 9, -3};
+  int64_t da[2] = {N, N}, db[2] = {N, 2}, dbt[2] = {2, N};
+  tt_ten_t in[2] = {tt_ten(TPU_F64, 2, da, a), tt_ten(TPU_F64, 2, db, b)};
+  tt_ten_t out[1];
+  /* L x = b by forward substitution (and with a unit diagonal) */
+  for (int unit = 0; unit < 2; unit++) {
+    double want[N * 2];
+    for (int col = 0; col < 2; col++)
+      for (int i = 0; i < N; i++) {
+        double s = b[i * 2 + col];
+        for (int k = 0; k < i; k++) s -= a[i * N + k] * want[k * 2 + col];
+        want[i * 2 + col] = unit ? s : s / a[i * N + i];
+      }
+    int64_t ints[4] = {1, 1, unit, 0};
+    if (tt_ops_run("triangular_solve", in, 2, ints, 4, NULL, 0, out, 1) == 1) {
+      tt_ops_expect(unit ? "L x = b unit" : "L x = b", &out[0], TPU_F64, 2, db, want, 1e-13, 1e-13);
+      tt_ops_free(out, 1);
+    }
+  }
+  /* L^T x = b by back substitution */
+  double want_t[N * 2];
+  for (int col = 0; col < 2; col++)
+    for (int i = N - 1; i >= 0; i--) {
+      double s = b[i * 2 + col];
+      for (int k = i + 1; k < N; k++) s -= a[k * N + i] * want_t[k * 2 + col];
+      want_t[i * 2 + col] = s / a[i * N + i];
+    }
+  int64_t tr[4] = {1, 1, 0, 1};
+  if (tt_ops_run("triangular_solve", in, 2, tr, 4, NULL, 0, out, 1) == 1) {
+    tt_ops_expect("L^T x = b", &out[0], TPU_F64, 2, db, want_t, 1e-13, 1e-13);
+    tt_ops_free(out, 1);
+  }
+  /* right side: x L = c, i.e. L^T x^T = c^T: the transpose of the previous */
+  double c[2 * N], want_r[2 * N];
+  for (int i = 0; i < N; i++)
+    for (int col = 0; col < 2; col++) c[col * N + i] = b[i * 2 + col], want_r[col * N + i] = want_t[i * 2 + col];
+  tt_ten_t inr[2] = {in[0], tt_ten(TPU_F64, 2, dbt, c)};
+  int64_t right[4] = {0, 1, 0, 0};
+  if (tt_ops_run("triangular_solve", inr, 2, right, 4, NULL, 0, out, 1) == 1) {
+    tt_ops_expect("x L = c", &out[0], TPU_F64, 2, dbt, want_r, 1e-13, 1e-13);
+    tt_ops_free(out, 1);
+  }
+  /* b's rows must match a's order; integer input is not taken */
+  tt_ten_t bad[2] = {in[0], tt_ten(TPU_F64, 2, dbt, NULL)};
+  int64_t lft[4] = {1, 1, 0, 0};
+  tpu_status_t st = tt_ops_lower_status("triangular_solve", bad, 2, lft, 4, NULL, 0);
+  TT_CHECK(st && tpu_status_code(st) == TPU_INVALID_ARGUMENT && strstr(tpu_status_message(st), "triangular_solve"));
+  tpu_status_free(st);
+  tt_ten_t ints_in[2] = {tt_ten(TPU_S64, 2, da, NULL), tt_ten(TPU_S64, 2, db, NULL)};
+  st = tt_ops_lower_status("triangular_solve", ints_in, 2, lft, 4, NULL, 0);
   TT_CHECK(st && tpu_status_code(st) == TPU_UNIMPLEMENTED);
   tpu_status_free(st);
 }
