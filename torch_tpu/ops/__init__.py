@@ -8,7 +8,7 @@ import warnings
 
 _FAMILIES = ["core", "factory", "random", "elementwise", "math", "activation", "reduce", "linalg", "convolution",
              "pooling", "normalization", "embedding", "loss", "upsample", "padding", "index", "optim", "foreach",
-             "search", "rnn", "nonzero", "cholesky", "fft", "complex",
+             "search", "rnn", "nonzero", "cholesky", "fft", "complex", "composite",
              "nn_composite"]
 loaded = []
 failed = {}
