@@ -186,6 +186,7 @@ extern const tpu_op_rule_t tpu_rules_rnn[];           /* rnn.c: fused LSTM / GRU
 extern const tpu_op_rule_t tpu_rules_rnn_layer[];     /* rnn_layer.c: LSTM / GRU / RNN layers as loops */
 extern const tpu_op_rule_t tpu_rules_nonzero[];       /* nonzero.c: coordinates of non-zero elements */
 extern const tpu_op_rule_t tpu_rules_cholesky[];      /* cholesky.c: Cholesky factorization with info */
+extern const tpu_op_rule_t tpu_rules_lu[];            /* lu.c: LU factorization with pivots and info */
 extern const tpu_op_rule_t tpu_rules_fft[];           /* fft.c: _fft_c2c / _fft_r2c / _fft_c2r as stablehlo.fft */
 extern const tpu_op_rule_t tpu_rules_complex[];       /* complex.c: abs/angle/conj/real/imag/sgn, complex from parts */
 

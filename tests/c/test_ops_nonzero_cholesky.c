@@ -1,4 +1,4 @@
-/* test_ops_nonzero_cholesky.c - the nonzero, cholesky_ex and triangular_solve rules against
+/* test_ops_nonzero_cholesky.c - the nonzero, cholesky_ex, triangular_solve and lu rules against
  * naive loops (csrc/ops/nonzero.c, cholesky.c). */
 #include <math.h>
 #include <string.h>
@@ -168,6 +168,84 @@ TT_TEST(ops_triangular_solve_left_right_transpose_unit) {
   tpu_status_free(st);
   tt_ten_t ints_in[2] = {tt_ten(TPU_S64, 2, da, NULL), tt_ten(TPU_S64, 2, db, NULL)};
   st = tt_ops_lower_status("triangular_solve", ints_in, 2, lft, 4, NULL, 0);
+  TT_CHECK(st && tpu_status_code(st) == TPU_UNIMPLEMENTED);
+  tpu_status_free(st);
+}
+
+/* LAPACK's getf2 on one row-major n x n matrix: LU in place, 1-based pivots,
+ * info. */
+static int naive_getrf(double *a, int n, int *piv) {
+  int info = 0;
+  for (int k = 0; k < n; k++) {
+    int p = k;
+    for (int i = k + 1; i < n; i++)
+      if (fabs(a[i * n + k]) > fabs(a[p * n + k])) p = i;
+    piv[k] = p + 1;
+    for (int j = 0; j < n; j++) {
+      double t = a[k * n + j];
+      a[k * n + j] = a[p * n + j];
+      a[p * n + j] = t;
+    }
+    if (a[k * n + k] == 0) {
+      if (!info) info = k + 1;
+      continue;
+    }
+    for (int i = k + 1; i < n; i++) {
+      a[i * n + k] /= a[k * n + k];
+      for (int j = k + 1; j < n; j++) a[i * n + j] -= a[i * n + k] * a[k * n + j];
+    }
+  }
+  return info;
+}
+
+TT_TEST(ops_lu_factor_pivots_info_and_permutation) {
+  enum { N = 4 };
+  /* batch of 2: a general matrix (pivoting needed) and a singular one */
+  double a[2 * N * N] = {1, 2, 3, 4, 5, 6, 7, 9, -2, 0, 1, 3, 8, -1, 2, 2,
+                         1, 2, 3, 4, 2, 4, 6, 8, 0, 0, 1, 1, 3, 1, 0, 2};
+  double want[2 * N * N];
+  int piv[2][N], info[2];
+  memcpy(want, a, sizeof a);
+  for (int b = 0; b < 2; b++) info[b] = naive_getrf(want + b * N * N, N, piv[b]);
+  int64_t da[3] = {2, N, N}, dp[2] = {2, N}, db[1] = {2};
+  tt_ten_t in = tt_ten(TPU_F64, 3, da, a);
+  tt_ten_t out[3];
+  if (tt_ops_run("lu_factor", &in, 1, NULL, 0, NULL, 0, out, 3) == 3) {
+    tt_ops_expect("lu_factor LU", &out[0], TPU_F64, 3, da, want, 1e-13, 1e-13);
+    double wp[2 * N], wi[2] = {info[0], info[1]};
+    for (int b = 0; b < 2; b++)
+      for (int k = 0; k < N; k++) wp[b * N + k] = piv[b][k];
+    tt_ops_expect("lu_factor pivots", &out[1], TPU_S32, 2, dp, wp, 0, 0);
+    tt_ops_expect("lu_factor info", &out[2], TPU_S32, 1, db, wi, 0, 0);
+    TT_CHECK(info[0] == 0 && info[1] != 0);
+    tt_ops_free(out, 3);
+  }
+  /* the pivots' permutation: the swaps applied to 0..n-1 in order */
+  double pv[2 * N], wperm[2 * N];
+  for (int b = 0; b < 2; b++) {
+    int perm[N];
+    for (int k = 0; k < N; k++) perm[k] = k, pv[b * N + k] = piv[b][k];
+    for (int k = 0; k < N; k++) {
+      int t = perm[k];
+      perm[k] = perm[piv[b][k] - 1];
+      perm[piv[b][k] - 1] = t;
+    }
+    for (int k = 0; k < N; k++) wperm[b * N + k] = perm[k];
+  }
+  tt_ten_t pin = tt_ten(TPU_S32, 2, dp, pv);
+  if (tt_ops_run("lu_permutation", &pin, 1, NULL, 0, NULL, 0, out, 1) == 1) {
+    tt_ops_expect("lu_permutation", &out[0], TPU_S64, 2, dp, wperm, 0, 0);
+    tt_ops_free(out, 1);
+  }
+  /* not square, integer input */
+  int64_t d23[2] = {2, 3};
+  tt_ten_t ns = tt_ten(TPU_F32, 2, d23, NULL);
+  tpu_status_t st = tt_ops_lower_status("lu_factor", &ns, 1, NULL, 0, NULL, 0);
+  TT_CHECK(st && tpu_status_code(st) == TPU_INVALID_ARGUMENT && strstr(tpu_status_message(st), "square"));
+  tpu_status_free(st);
+  int64_t d22[2] = {2, 2};
+  tt_ten_t ii = tt_ten(TPU_S64, 2, d22, NULL);
+  st = tt_ops_lower_status("lu_factor", &ii, 1, NULL, 0, NULL, 0);
   TT_CHECK(st && tpu_status_code(st) == TPU_UNIMPLEMENTED);
   tpu_status_free(st);
 }

@@ -187,3 +187,85 @@ def test_solve_triangular_bad_shapes_raise_as_on_cpu():
     with pytest.raises(RuntimeError) as tpu:
         torch.linalg.solve_triangular(A.to("tpu"), B.to("tpu"), upper=False)
     assert str(tpu.value) == str(cpu.value)
+
+
+# ---- LU-based linear algebra (torch_tpu/ops/lu.py, rules in csrc/ops/lu.c) ---------------
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.float64])
+def test_lu_factor_solve_unpack_match_cpu(dt):
+    torch.manual_seed(1)
+    A, B = torch.randn(3, 5, 5, dtype=dt), torch.randn(3, 5, 2, dtype=dt)
+    c = torch.linalg.lu_factor_ex(A)
+    t = _no_fallback(lambda: torch.linalg.lu_factor_ex(A.to("tpu")))
+    for a, b in zip(c, t):  # LU, LAPACK's pivots, info
+        assert b.dtype == a.dtype
+        torch.testing.assert_close(b.cpu(), a)
+    for left in (True, False):
+        for adjoint in (False, True):
+            Bx = B if left else B.mT
+            want = torch.linalg.lu_solve(c[0], c[1], Bx, left=left, adjoint=adjoint)
+            got = _no_fallback(lambda: torch.linalg.lu_solve(t[0], t[1], Bx.to("tpu"), left=left, adjoint=adjoint))
+            torch.testing.assert_close(got.cpu(), want)
+    for a, b in zip(torch.lu_unpack(c[0], c[1]), _no_fallback(lambda: torch.lu_unpack(t[0], t[1]))):
+        torch.testing.assert_close(b.cpu(), a)
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.float64])
+def test_solve_inv_det_slogdet_match_cpu(dt):
+    torch.manual_seed(2)
+    A, B = torch.randn(2, 4, 4, dtype=dt), torch.randn(2, 4, 3, dtype=dt)
+    At, Bt = A.to("tpu"), B.to("tpu")
+    cases = [
+        (lambda a, b: torch.linalg.solve(a, b), (A, B)),
+        (lambda a, b: torch.linalg.solve(a, b[..., 0]), (A, B)),  # a batch of vectors
+        (lambda a, b: torch.linalg.solve(a[0], b[0, :, 0]), (A, B)),  # one vector
+        (lambda a, b: torch.linalg.solve(a, b.mT, left=False), (A, B)),
+        (lambda a, b: torch.linalg.inv(a), (A, B)),
+        (lambda a, b: torch.linalg.det(a), (A, B)),
+        (lambda a, b: torch.linalg.slogdet(a), (A, B)),
+        (lambda a, b: torch.logdet(a @ a.mT), (A, B)),
+        (lambda a, b: torch.ops.aten._linalg_det(a), (A, B)),  # saved LU / pivots as CPU's
+        (lambda a, b: torch.ops.aten._linalg_solve_ex(a.mT, b), (A, B)),
+    ]
+    for fn, _ in cases:
+        want = fn(A, B)
+        got = _no_fallback(lambda: fn(At, Bt))
+        want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+        for a, b in zip(want, got):
+            torch.testing.assert_close(b.cpu(), a, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["solve", "inv", "det", "slogdet"])
+def test_lu_based_gradients_match_cpu(name):
+    torch.manual_seed(3)
+    fn = {"solve": lambda a, b: torch.linalg.solve(a, b).sum(),
+          "inv": lambda a, b: (torch.linalg.inv(a) * b.sum()).sum(),
+          "det": lambda a, b: torch.linalg.det(a) * b.sum(),
+          "slogdet": lambda a, b: torch.linalg.slogdet(a)[1] * b.sum()}[name]
+    A, B = torch.randn(4, 4, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)
+    ac, bc = A.clone().requires_grad_(), B.clone().requires_grad_()
+    at, bt = A.to("tpu").requires_grad_(), B.to("tpu").requires_grad_()
+    fn(ac, bc).backward()
+    _no_fallback(lambda: fn(at, bt).backward())
+    torch.testing.assert_close(at.grad.cpu(), ac.grad)
+    torch.testing.assert_close(bt.grad.cpu(), bc.grad)
+
+
+def test_singular_matrices_report_as_on_cpu():
+    S = torch.tensor([[1.0, 2.0], [2.0, 4.0]], dtype=torch.float64)
+    for a, b in zip(torch.linalg.lu_factor_ex(S), torch.linalg.lu_factor_ex(S.to("tpu"))):
+        torch.testing.assert_close(b.cpu(), a)  # info = 2: the zero pivot
+    with pytest.raises(torch.linalg.LinAlgError) as cpu:
+        torch.linalg.inv(S)
+    with pytest.raises(torch.linalg.LinAlgError) as tpu:
+        torch.linalg.inv(S.to("tpu"))
+    assert str(tpu.value) == str(cpu.value)
+    assert torch.linalg.det(S.to("tpu")).item() == 0.0
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.cholesky(-torch.eye(2, device="tpu"))
+    with pytest.raises(RuntimeError) as cpu:
+        torch.linalg.solve(torch.randn(3, 3), torch.randn(4))
+    with pytest.raises(RuntimeError) as tpu:
+        torch.linalg.solve(torch.randn(3, 3, device="tpu"), torch.randn(4, device="tpu"))
+    assert str(tpu.value) == str(cpu.value)

@@ -90,3 +90,11 @@ def cholesky_inverse(self, upper=False):
         raise Unsupported("cholesky_inverse: shapes")
     eye = torch.eye(self.shape[-1], dtype=self.dtype, device=self.device).expand(self.shape)
     return cholesky_solve_helper(eye, self, upper)
+
+
+@register("aten::cholesky", out="aten::cholesky.out")
+def cholesky(self, upper=False):
+    """The deprecated torch.cholesky: linalg_cholesky_ex, errors checked."""
+    L, info = linalg_cholesky_ex(self, upper=upper)
+    torch._linalg_check_errors(info, "cholesky", is_matrix=self.dim() == 2)
+    return L
