@@ -1,10 +1,22 @@
 """compare(): one op on CPU and on tpu copies of its arguments, outputs and
-gradients against PyTorch CPU (the test_ops_<family>.py files share it)."""
+gradients against PyTorch CPU (the test_ops_<family>.py files share it);
+no_fallback(): runs a block and fails if any op in it went to the CPU
+fallback."""
 import torch
 
 import torch_tpu
 
 T = torch.device("tpu")
+
+
+def no_fallback(fn):
+    """fn(), failing if any aten op in it ran through the CPU fallback."""
+    before = torch_tpu.fallback_counts()
+    out = fn()
+    after = torch_tpu.fallback_counts()
+    grown = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+    assert not grown, f"ran through the CPU fallback: {grown}"
+    return out
 
 
 def _to(a, dev, rg):

@@ -5,17 +5,10 @@ import pytest
 import torch
 
 import torch_tpu
+from op_compare import no_fallback
 
 T = torch.device("tpu")
 ATOL, RTOL = 1e-4, 1e-4
-
-
-def _no_fallback(fn):
-    before = torch_tpu.fallback_counts()
-    out = fn()
-    after = torch_tpu.fallback_counts()
-    assert after == before, f"CPU fallback: { {k: v for k, v in after.items() if before.get(k) != v} }"
-    return out
 
 
 def _cplx(*shape, seed=0):
@@ -69,7 +62,7 @@ def test_complex_op_matches_cpu(name):
     f = ELEMENTWISE[name]
     a, b = _cplx(4, 5, seed=1), _cplx(4, 5, seed=2)
     want = f(a, b)
-    got = _no_fallback(lambda: f(a.to(T), b.to(T)))
+    got = no_fallback(lambda: f(a.to(T), b.to(T)))
     _close(got, want)
 
 
@@ -84,7 +77,7 @@ def test_inplace_and_out_variants():
         torch.sub(at, bt, out=out)
         return out
 
-    out = _no_fallback(run)
+    out = no_fallback(run)
     a.mul_(b)
     a.add_(1.5)
     _close(at, a)
@@ -93,9 +86,9 @@ def test_inplace_and_out_variants():
 
 def test_complex_from_parts_and_polar():
     r, i = torch.randn(3, 4), torch.randn(4)
-    _close(_no_fallback(lambda: torch.complex(r.to(T), i.to(T))), torch.complex(r, i))
+    _close(no_fallback(lambda: torch.complex(r.to(T), i.to(T))), torch.complex(r, i))
     m = r.abs()
-    _close(_no_fallback(lambda: torch.polar(m.to(T), i.to(T))), torch.polar(m, i))
+    _close(no_fallback(lambda: torch.polar(m.to(T), i.to(T))), torch.polar(m, i))
     # bad input: the CPU's exception type
     with pytest.raises(RuntimeError):
         torch.complex(r.to(T), r.double().to(T))
@@ -111,7 +104,7 @@ def test_complex_gradients_match_cpu():
     xc, yc = a.clone().requires_grad_(), b.clone().requires_grad_()
     loss(xc, yc).backward()
     xt, yt = a.to(T).requires_grad_(), b.to(T).requires_grad_()
-    _no_fallback(lambda: loss(xt, yt).backward())
+    no_fallback(lambda: loss(xt, yt).backward())
     _close(xt.grad, xc.grad, atol=1e-3, rtol=1e-3)
     _close(yt.grad, yc.grad, atol=1e-3, rtol=1e-3)
 
@@ -147,11 +140,11 @@ def test_fft_matches_cpu_with_gradients(name):
     xc = x.clone().requires_grad_()
     want = f(xc)
     xt = x.to(T).requires_grad_()
-    got = _no_fallback(lambda: f(xt))
+    got = no_fallback(lambda: f(xt))
     _close(got, want.detach(), atol=1e-3, rtol=1e-4)
     g = _cplx(*want.shape, seed=8) if want.is_complex() else torch.randn(want.shape)
     want.backward(g)
-    _no_fallback(lambda: got.backward(g.to(T)))
+    no_fallback(lambda: got.backward(g.to(T)))
     _close(xt.grad, xc.grad, atol=1e-3, rtol=1e-3)
 
 
@@ -166,6 +159,6 @@ def test_fft_bad_input_raises_like_cpu():
 
 def test_fft_float64():
     x = torch.randn(5, 6, dtype=torch.float64)
-    _close(_no_fallback(lambda: torch.fft.rfft2(x.to(T))), torch.fft.rfft2(x), atol=1e-10, rtol=1e-10)
+    _close(no_fallback(lambda: torch.fft.rfft2(x.to(T))), torch.fft.rfft2(x), atol=1e-10, rtol=1e-10)
     z = torch.fft.fft(x.to(torch.complex128))
-    _close(_no_fallback(lambda: torch.fft.fft(x.to(torch.complex128).to(T))), z, atol=1e-10, rtol=1e-10)
+    _close(no_fallback(lambda: torch.fft.fft(x.to(torch.complex128).to(T))), z, atol=1e-10, rtol=1e-10)

@@ -8,22 +8,14 @@ import pytest
 import torch
 
 import torch_tpu
+from op_compare import no_fallback
 
 T = torch.device("tpu")
 
 
-def _no_fallback(fn):
-    before = torch_tpu.fallback_counts()
-    out = fn()
-    after = torch_tpu.fallback_counts()
-    grown = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
-    assert not grown, f"ran through the CPU fallback: {grown}"
-    return out
-
-
 def _same(fn, *xs, exact=True):
     c = fn(*xs)
-    t = _no_fallback(lambda: fn(*[x.to(T) if isinstance(x, torch.Tensor) else x for x in xs]))
+    t = no_fallback(lambda: fn(*[x.to(T) if isinstance(x, torch.Tensor) else x for x in xs]))
     c, t = (c, t) if isinstance(c, tuple) else ((c,), (t,))
     for a, b in zip(c, t):
         assert b.device.type == "tpu" and b.dtype == a.dtype and b.shape == a.shape, (a, b)
@@ -43,7 +35,7 @@ def test_trace_gradient_and_error():
     x = torch.randn(3, 5, requires_grad=True)
     y = x.detach().to(T).requires_grad_()
     torch.trace(x).backward()
-    _no_fallback(lambda: torch.trace(y).backward())
+    no_fallback(lambda: torch.trace(y).backward())
     torch.testing.assert_close(y.grad.cpu(), x.grad)
     with pytest.raises(RuntimeError):
         torch.trace(torch.ones(3, device=T))
@@ -82,7 +74,7 @@ def test_median_gradient_flows_to_the_chosen_element():
     x = torch.randperm(12).reshape(3, 4).float().requires_grad_()
     y = x.detach().to(T).requires_grad_()
     torch.median(x, 1).values.sum().backward()
-    _no_fallback(lambda: torch.median(y, 1).values.sum().backward())
+    no_fallback(lambda: torch.median(y, 1).values.sum().backward())
     torch.testing.assert_close(y.grad.cpu(), x.grad)
 
 
@@ -116,7 +108,7 @@ def test_hypot_extremes_and_gradient():
     x, y = torch.randn(6, requires_grad=True), torch.randn(6, requires_grad=True)
     xt, yt = x.detach().to(T).requires_grad_(), y.detach().to(T).requires_grad_()
     torch.hypot(x, y).sum().backward()
-    _no_fallback(lambda: torch.hypot(xt, yt).sum().backward())
+    no_fallback(lambda: torch.hypot(xt, yt).sum().backward())
     torch.testing.assert_close(xt.grad.cpu(), x.grad)
     torch.testing.assert_close(yt.grad.cpu(), y.grad)
 
@@ -130,6 +122,6 @@ def test_heaviside_and_sinc():
     x = torch.randn(5, requires_grad=True)
     xt = x.detach().to(T).requires_grad_()
     torch.sinc(x).sum().backward()
-    _no_fallback(lambda: torch.sinc(xt).sum().backward())
+    no_fallback(lambda: torch.sinc(xt).sum().backward())
     torch.testing.assert_close(xt.grad.cpu(), x.grad)
     assert math.isclose(torch.sinc(torch.zeros((), device=T)).item(), 1.0)

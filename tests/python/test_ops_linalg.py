@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_tpu  # noqa: F401
+from op_compare import no_fallback
 
 T = torch.device("tpu")
 
@@ -112,15 +113,6 @@ def test_errors_match_cpu():
 # ---- triangular solves (torch_tpu/ops/cholesky.py, rule in csrc/ops/cholesky.c) -------
 
 
-def _no_fallback(fn):
-    before = torch_tpu.fallback_counts()
-    out = fn()
-    after = torch_tpu.fallback_counts()
-    grown = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
-    assert not grown, f"ran through the CPU fallback: {grown}"
-    return out
-
-
 def _triangular(dt, batch=(2,), n=4):
     torch.manual_seed(0)
     return torch.randn(*batch, n, n, dtype=dt) + n * torch.eye(n, dtype=dt)
@@ -134,7 +126,7 @@ def test_solve_triangular_matches_cpu_with_batch_broadcast(dt, upper, left, unit
     A = _triangular(dt)
     B = torch.randn(4, 3, dtype=dt) if left else torch.randn(3, 4, dtype=dt)  # broadcast over A's batch
     c = torch.linalg.solve_triangular(A, B, upper=upper, left=left, unitriangular=unit)
-    t = _no_fallback(lambda: torch.linalg.solve_triangular(A.to("tpu"), B.to("tpu"), upper=upper, left=left,
+    t = no_fallback(lambda: torch.linalg.solve_triangular(A.to("tpu"), B.to("tpu"), upper=upper, left=left,
                                                            unitriangular=unit))
     assert t.device.type == "tpu" and t.shape == c.shape and t.dtype == c.dtype
     torch.testing.assert_close(t.cpu(), c)
@@ -148,7 +140,7 @@ def test_solve_triangular_matches_cpu_with_batch_broadcast(dt, upper, left, unit
 def test_triangular_solve_and_its_cloned_coefficient(upper, transpose):
     A, B = _triangular(torch.float64), torch.randn(4, 2, dtype=torch.float64)
     c = torch.triangular_solve(B, A, upper=upper, transpose=transpose)
-    t = _no_fallback(lambda: torch.triangular_solve(B.to("tpu"), A.to("tpu"), upper=upper, transpose=transpose))
+    t = no_fallback(lambda: torch.triangular_solve(B.to("tpu"), A.to("tpu"), upper=upper, transpose=transpose))
     for a, b in zip(c, t):
         assert b.shape == a.shape
         torch.testing.assert_close(b.cpu(), a)
@@ -159,9 +151,9 @@ def test_cholesky_solve_and_inverse_match_cpu(upper):
     A = _triangular(torch.float32, batch=(3,), n=5)
     L = torch.linalg.cholesky(A @ A.mT, upper=upper)
     B = torch.randn(5, 2)
-    torch.testing.assert_close(_no_fallback(lambda: torch.cholesky_solve(B.to("tpu"), L.to("tpu"), upper=upper)).cpu(),
+    torch.testing.assert_close(no_fallback(lambda: torch.cholesky_solve(B.to("tpu"), L.to("tpu"), upper=upper)).cpu(),
                                torch.cholesky_solve(B, L, upper=upper), rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(_no_fallback(lambda: torch.cholesky_inverse(L[1].to("tpu"), upper=upper)).cpu(),
+    torch.testing.assert_close(no_fallback(lambda: torch.cholesky_inverse(L[1].to("tpu"), upper=upper)).cpu(),
                                torch.cholesky_inverse(L[1], upper=upper), rtol=1e-4, atol=1e-4)
 
 
@@ -169,13 +161,13 @@ def test_cholesky_and_solve_triangular_gradients_stay_on_device():
     M = (lambda a: a @ a.mT + torch.eye(5))(torch.randn(3, 5, 5, dtype=torch.float64))
     mc, mt = M.clone().requires_grad_(), M.to("tpu").requires_grad_()
     torch.linalg.cholesky(mc).sum().backward()
-    _no_fallback(lambda: torch.linalg.cholesky(mt).sum().backward())
+    no_fallback(lambda: torch.linalg.cholesky(mt).sum().backward())
     torch.testing.assert_close(mt.grad.cpu(), mc.grad)
     A, B = _triangular(torch.float64, batch=()).triu(), torch.randn(4, 2, dtype=torch.float64)
     ac, bc = A.clone().requires_grad_(), B.clone().requires_grad_()
     at, bt = A.to("tpu").requires_grad_(), B.to("tpu").requires_grad_()
     torch.linalg.solve_triangular(ac, bc, upper=True).pow(2).sum().backward()
-    _no_fallback(lambda: torch.linalg.solve_triangular(at, bt, upper=True).pow(2).sum().backward())
+    no_fallback(lambda: torch.linalg.solve_triangular(at, bt, upper=True).pow(2).sum().backward())
     torch.testing.assert_close(at.grad.cpu(), ac.grad)
     torch.testing.assert_close(bt.grad.cpu(), bc.grad)
 
@@ -197,7 +189,7 @@ def test_lu_factor_solve_unpack_match_cpu(dt):
     torch.manual_seed(1)
     A, B = torch.randn(3, 5, 5, dtype=dt), torch.randn(3, 5, 2, dtype=dt)
     c = torch.linalg.lu_factor_ex(A)
-    t = _no_fallback(lambda: torch.linalg.lu_factor_ex(A.to("tpu")))
+    t = no_fallback(lambda: torch.linalg.lu_factor_ex(A.to("tpu")))
     for a, b in zip(c, t):  # LU, LAPACK's pivots, info
         assert b.dtype == a.dtype
         torch.testing.assert_close(b.cpu(), a)
@@ -205,9 +197,9 @@ def test_lu_factor_solve_unpack_match_cpu(dt):
         for adjoint in (False, True):
             Bx = B if left else B.mT
             want = torch.linalg.lu_solve(c[0], c[1], Bx, left=left, adjoint=adjoint)
-            got = _no_fallback(lambda: torch.linalg.lu_solve(t[0], t[1], Bx.to("tpu"), left=left, adjoint=adjoint))
+            got = no_fallback(lambda: torch.linalg.lu_solve(t[0], t[1], Bx.to("tpu"), left=left, adjoint=adjoint))
             torch.testing.assert_close(got.cpu(), want)
-    for a, b in zip(torch.lu_unpack(c[0], c[1]), _no_fallback(lambda: torch.lu_unpack(t[0], t[1]))):
+    for a, b in zip(torch.lu_unpack(c[0], c[1]), no_fallback(lambda: torch.lu_unpack(t[0], t[1]))):
         torch.testing.assert_close(b.cpu(), a)
 
 
@@ -230,7 +222,7 @@ def test_solve_inv_det_slogdet_match_cpu(dt):
     ]
     for fn, _ in cases:
         want = fn(A, B)
-        got = _no_fallback(lambda: fn(At, Bt))
+        got = no_fallback(lambda: fn(At, Bt))
         want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
         for a, b in zip(want, got):
             torch.testing.assert_close(b.cpu(), a, rtol=1e-4, atol=1e-4)
@@ -247,7 +239,7 @@ def test_lu_based_gradients_match_cpu(name):
     ac, bc = A.clone().requires_grad_(), B.clone().requires_grad_()
     at, bt = A.to("tpu").requires_grad_(), B.to("tpu").requires_grad_()
     fn(ac, bc).backward()
-    _no_fallback(lambda: fn(at, bt).backward())
+    no_fallback(lambda: fn(at, bt).backward())
     torch.testing.assert_close(at.grad.cpu(), ac.grad)
     torch.testing.assert_close(bt.grad.cpu(), bc.grad)
 

@@ -5,22 +5,14 @@ import pytest
 import torch
 
 import torch_tpu
+from op_compare import no_fallback
 
 T = torch.device("tpu")
 
 
-def _no_fallback(fn):
-    before = torch_tpu.fallback_counts()
-    out = fn()
-    after = torch_tpu.fallback_counts()
-    grown = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
-    assert not grown, f"ran through the CPU fallback: {grown}"
-    return out
-
-
 def _same(fn, x):
     c = fn(x)
-    t = _no_fallback(lambda: fn(x.to(T)))
+    t = no_fallback(lambda: fn(x.to(T)))
     c, t = (c, t) if isinstance(c, tuple) else ((c,), (t,))
     assert len(c) == len(t)
     for a, b in zip(c, t):

@@ -5,17 +5,9 @@ import pytest
 import torch
 
 import torch_tpu
+from op_compare import no_fallback
 
 T = torch.device("tpu")
-
-
-def _no_fallback(fn):
-    before = torch_tpu.fallback_counts()
-    out = fn()
-    after = torch_tpu.fallback_counts()
-    grown = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
-    assert not grown, f"ran through the CPU fallback: {grown}"
-    return out
 
 
 def _same(t, c):
@@ -29,9 +21,9 @@ def test_isin_matches_cpu_with_promotion_and_invert(invert):
     for test in (torch.tensor([3, 7, 19, 100]), torch.tensor([2.0, 4.5]), torch.tensor([], dtype=torch.long),
                  torch.tensor([[1, 2], [3, 4]])):
         c = torch.isin(x, test, invert=invert)
-        _same(_no_fallback(lambda: torch.isin(x.to(T), test.to(T), invert=invert)), c)
-    _same(_no_fallback(lambda: torch.isin(x.to(T), 7)), torch.isin(x, 7))
-    _same(_no_fallback(lambda: torch.isin(7, x.to(T))), torch.isin(7, x))
+        _same(no_fallback(lambda: torch.isin(x.to(T), test.to(T), invert=invert)), c)
+    _same(no_fallback(lambda: torch.isin(x.to(T), 7)), torch.isin(x, 7))
+    _same(no_fallback(lambda: torch.isin(7, x.to(T))), torch.isin(7, x))
     out = torch.empty(0, dtype=torch.bool, device=T)
     torch.isin(x.to(T), torch.tensor([1, 2]).to(T), out=out)
     _same(out, torch.isin(x, torch.tensor([1, 2])))
@@ -40,29 +32,29 @@ def test_isin_matches_cpu_with_promotion_and_invert(invert):
 def test_isin_float_nan_is_never_in():
     x = torch.tensor([1.0, float("nan"), 2.0])
     t = torch.tensor([float("nan"), 2.0])
-    _same(_no_fallback(lambda: torch.isin(x.to(T), t.to(T))), torch.isin(x, t))
+    _same(no_fallback(lambda: torch.isin(x.to(T), t.to(T))), torch.isin(x, t))
 
 
 @pytest.mark.parametrize("right", [False, True])
 def test_searchsorted_1d_and_batched(right):
     seq = torch.tensor([1.0, 2.0, 2.0, 3.5, 7.0])
     v = torch.tensor([[0.0, 2.0, 2.5], [7.0, 8.0, float("nan")]])
-    _same(_no_fallback(lambda: torch.searchsorted(seq.to(T), v.to(T), right=right)),
+    _same(no_fallback(lambda: torch.searchsorted(seq.to(T), v.to(T), right=right)),
           torch.searchsorted(seq, v, right=right))
     bseq = torch.sort(torch.randn(2, 6), dim=-1).values
     bv = torch.randn(2, 4)
-    _same(_no_fallback(lambda: torch.searchsorted(bseq.to(T), bv.to(T), side="right" if right else "left",
+    _same(no_fallback(lambda: torch.searchsorted(bseq.to(T), bv.to(T), side="right" if right else "left",
                                                   out_int32=True)),
           torch.searchsorted(bseq, bv, side="right" if right else "left", out_int32=True))
-    _same(_no_fallback(lambda: torch.bucketize(v.to(T), seq.to(T), right=right)), torch.bucketize(v, seq, right=right))
-    _same(_no_fallback(lambda: torch.searchsorted(seq.to(T), 2.0, right=right)), torch.searchsorted(seq, 2.0, right=right))
+    _same(no_fallback(lambda: torch.bucketize(v.to(T), seq.to(T), right=right)), torch.bucketize(v, seq, right=right))
+    _same(no_fallback(lambda: torch.searchsorted(seq.to(T), 2.0, right=right)), torch.searchsorted(seq, 2.0, right=right))
 
 
 def test_searchsorted_with_sorter_and_bad_shapes():
     seq = torch.tensor([5, 1, 3, 9])
     sorter = torch.argsort(seq)
     v = torch.tensor([0, 3, 4, 10])
-    _same(_no_fallback(lambda: torch.searchsorted(seq.to(T), v.to(T), sorter=sorter.to(T))),
+    _same(no_fallback(lambda: torch.searchsorted(seq.to(T), v.to(T), sorter=sorter.to(T))),
           torch.searchsorted(seq, v, sorter=sorter))
     with pytest.raises(RuntimeError, match="boundaries tensor"):
         torch.searchsorted(torch.zeros(2, 3, device=T), torch.zeros(3, 2, device=T))
@@ -72,15 +64,15 @@ def test_searchsorted_with_sorter_and_bad_shapes():
 def test_histc_matches_cpu(dtype):
     x = torch.randint(0, 8, (50,)).to(dtype)
     ref = torch.histc(x.float(), bins=8, min=0, max=7).to(dtype)  # CPU has no integer histc
-    _same(_no_fallback(lambda: torch.histc(x.to(T), bins=8, min=0, max=7)), ref)
+    _same(no_fallback(lambda: torch.histc(x.to(T), bins=8, min=0, max=7)), ref)
     if dtype == torch.float32:
         y = torch.randn(100)
         y[3] = float("nan")
-        _same(_no_fallback(lambda: torch.histc(y.to(T), bins=7, min=-1, max=1.5)), torch.histc(y, bins=7, min=-1, max=1.5))
+        _same(no_fallback(lambda: torch.histc(y.to(T), bins=7, min=-1, max=1.5)), torch.histc(y, bins=7, min=-1, max=1.5))
         z = torch.randn(40)
-        _same(_no_fallback(lambda: torch.histc(z.to(T), bins=5)), torch.histc(z, bins=5))  # min == max: data range
+        _same(no_fallback(lambda: torch.histc(z.to(T), bins=5)), torch.histc(z, bins=5))  # min == max: data range
         c = torch.full((4,), 3.0)
-        _same(_no_fallback(lambda: torch.histc(c.to(T), bins=4)), torch.histc(c, bins=4))
+        _same(no_fallback(lambda: torch.histc(c.to(T), bins=4)), torch.histc(c, bins=4))
     with pytest.raises(RuntimeError, match="max must be larger than min"):
         torch.histc(x.to(T).float(), bins=3, min=5, max=1)
 
@@ -109,7 +101,7 @@ def test_grouped_mm_layouts_match_the_jagged_product(layout):
     a, b = torch.randn(*shapes[layout][0]), torch.randn(*shapes[layout][1])
     o = torch.tensor(offs, dtype=torch.int32)
     kw = {} if layout == "3d3d" else {"offs": o.to(T)}
-    got = _no_fallback(lambda: torch._grouped_mm(a.to(T), b.to(T), **kw))
+    got = no_fallback(lambda: torch._grouped_mm(a.to(T), b.to(T), **kw))
     ref = torch.bmm(a, b) if layout == "3d3d" else _grouped_ref(a, b, offs)
     torch.testing.assert_close(got.cpu(), ref, atol=1e-5, rtol=1e-5)
 
@@ -121,7 +113,7 @@ def test_grouped_mm_gradients_and_bfloat16():
     xt, wt = x.to(T).requires_grad_(), w.to(T).requires_grad_()
     xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
     r = torch.randn(8, 4)
-    _no_fallback(lambda: (torch._grouped_mm(xt, wt, offs=o.to(T)) * r.to(T)).sum().backward())
+    no_fallback(lambda: (torch._grouped_mm(xt, wt, offs=o.to(T)) * r.to(T)).sum().backward())
     (_grouped_ref(xc, wc, offs) * r).sum().backward()
     torch.testing.assert_close(xt.grad.cpu(), xc.grad, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(wt.grad.cpu(), wc.grad, atol=1e-5, rtol=1e-5)
