@@ -125,3 +125,14 @@ def test_heaviside_and_sinc():
     no_fallback(lambda: torch.sinc(xt).sum().backward())
     torch.testing.assert_close(xt.grad.cpu(), x.grad)
     assert math.isclose(torch.sinc(torch.zeros((), device=T)).item(), 1.0)
+
+
+@pytest.mark.parametrize("shape", [(), (2, 3)])
+def test_median_and_kthvalue_dim_out_of_range_raise_as_on_cpu(shape):
+    x = torch.randn(shape)
+    for fn in (lambda t: torch.median(t, 5), lambda t: torch.kthvalue(t, 1, 5)):
+        with pytest.raises(IndexError) as cpu:
+            fn(x)
+        with pytest.raises(IndexError) as tpu:
+            fn(x.to(T))
+        assert str(tpu.value) == str(cpu.value)

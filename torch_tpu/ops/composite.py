@@ -28,7 +28,7 @@ _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 def trace(self):
     if self.dim() != 2 or self.dtype.is_complex:
         raise Unsupported("trace: not a real matrix")
-    wide = torch.int64 if not (self.dtype.is_floating_point or self.dtype.is_complex) else self.dtype
+    wide = self.dtype if self.dtype.is_floating_point else torch.int64
     return self.diagonal().sum(dtype=wide)
 
 
@@ -51,6 +51,14 @@ def linalg_cross(self, other, *, dim=-1):
 # ---- order statistics ---------------------------------------------------------------------
 
 
+def _check_dim(self, dim, what):
+    """A dim outside the tensor (a 0-d tensor has one) goes to the CPU
+    fallback, which raises PyTorch's IndexError."""
+    n = max(self.dim(), 1)
+    if not -n <= dim < n:
+        raise Unsupported(f"{what}: dim {dim}")
+
+
 def _sorted_along(self, dim):
     if self.dtype.is_complex or self.dtype == torch.bool or self.numel() == 0:
         raise Unsupported("order statistic: input")
@@ -67,6 +75,7 @@ def _kth(self, k, dim, keepdim):
 
 @register("aten::kthvalue", out="aten::kthvalue.values")
 def kthvalue(self, k, dim=-1, keepdim=False):
+    _check_dim(self, dim, "kthvalue")
     n = self.shape[dim] if self.dim() else 1
     if not 1 <= k <= n:
         raise Unsupported("kthvalue: k out of range")
@@ -76,6 +85,7 @@ def kthvalue(self, k, dim=-1, keepdim=False):
 
 
 def _median_dim(self, dim, keepdim):
+    _check_dim(self, dim, "median")
     x = self if self.dim() else self.reshape(1)
     d = dim if self.dim() else 0
     n = x.shape[d]
