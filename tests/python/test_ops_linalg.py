@@ -261,3 +261,13 @@ def test_singular_matrices_report_as_on_cpu():
     with pytest.raises(RuntimeError) as tpu:
         torch.linalg.solve(torch.randn(3, 3, device="tpu"), torch.randn(4, device="tpu"))
     assert str(tpu.value) == str(cpu.value)
+
+
+def test_lu_solve_with_pivots_of_the_wrong_length_raises_as_on_cpu():
+    LU, piv = torch.linalg.lu_factor(torch.randn(3, 3))
+    B = torch.randn(3, 2)
+    with pytest.raises(RuntimeError) as cpu:
+        torch.linalg.lu_solve(LU, piv[:2], B)
+    with pytest.raises(RuntimeError) as tpu:
+        torch.linalg.lu_solve(LU.to("tpu"), piv[:2].to("tpu"), B.to("tpu"))
+    assert str(tpu.value) == str(cpu.value)

@@ -75,7 +75,8 @@ def linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
 @register("aten::linalg_lu_solve", out="aten::linalg_lu_solve.out")
 def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     _square(LU, "linalg_lu_solve")
-    if B.dtype != LU.dtype or B.dim() < 2 or pivots.dtype != torch.int32 or B.shape[-2 if left else -1] != LU.shape[-1]:
+    if (B.dtype != LU.dtype or B.dim() < 2 or pivots.dtype != torch.int32 or pivots.shape != LU.shape[:-1]
+            or B.shape[-2 if left else -1] != LU.shape[-1]):
         raise Unsupported("linalg_lu_solve: operands")
     try:
         torch.broadcast_shapes(LU.shape[:-2], B.shape[:-2])
