@@ -28,6 +28,17 @@ def init():
     _C.ensure_started()
 
 
+def __getattr__(name):
+    # torch.cuda keeps these as globals that its lazy init sets; PyTorch
+    # reads them from any device module (torch.utils.checkpoint saves the
+    # device RNG states only when `_initialized` is true).
+    if name == "_initialized":
+        return _C.initialized()
+    if name == "default_generators":
+        return tuple(_C.default_generator(i) for i in range(max(device_count(), 1)))
+    raise AttributeError(f"module 'torch.tpu' has no attribute '{name}'")
+
+
 def device_count():
     return _C.device_count() if _engine.is_available() else 0
 
@@ -146,6 +157,11 @@ def get_rng_state(device="tpu"):
 
 def set_rng_state(new_state, device="tpu"):
     _random.set_rng_state(new_state, device)
+
+
+def _get_generator(device):
+    """The default generator of a tpu device (torch.cuda._get_generator)."""
+    return _random.default_generator(device)
 
 
 def get_rng_state_all():

@@ -166,6 +166,29 @@ def test_global_seed_and_fork_rng():
     assert torch.equal(torch.rand(4, device=TPU).cpu(), c)
 
 
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpoint_replays_dropout(reentrant):
+    # torch.utils.checkpoint saves the device RNG state only when the device
+    # module says `_initialized`; the recomputed dropout must draw the same
+    # mask, or the gradients are those of another network.
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 8)).to(TPU)
+    x = torch.randn(4, 8, device=TPU, requires_grad=True)
+    torch.manual_seed(1)
+    y = checkpoint(m, x, use_reentrant=reentrant)
+    y.sum().backward()
+    g_ckpt, x.grad = x.grad.cpu(), None
+    torch.manual_seed(1)
+    y_plain = m(x)
+    y_plain.sum().backward()
+    assert torch.equal(y_plain.cpu(), y.cpu())
+    assert torch.equal(x.grad.cpu(), g_ckpt)
+    assert torch.tpu._initialized
+    assert torch.tpu.default_generators[0] is torch.tpu._get_generator(torch.device(TPU))
+
+
 def test_dropout_follows_the_seed():
     x = torch.ones(64, 64, device=TPU)
     torch.manual_seed(3)
