@@ -13,7 +13,9 @@
 /* ---- embedding ----------------------------------------------------------------- */
 
 /* embedding: inputs (weight [V, D], indices (any shape, integer)) ->
- * indices.shape + [D].  No attrs (padding_idx only matters for backward). */
+ * indices.shape + [D].  Attrs: none, or [1] for embedding_bag's lookup,
+ * whose bad index is CPU's RuntimeError instead of embedding's IndexError
+ * (padding_idx only matters for backward). */
 static void rule_embedding(tpu_op_ctx_t *c) {
   tpu_hlo_type_t wt = tpu_op_type(c, c->in[0]), it = tpu_op_type(c, c->in[1]);
   if (wt.rank != 2) {
@@ -27,9 +29,15 @@ static void rule_embedding(tpu_op_ctx_t *c) {
                 c->name, tpu_dtype_name(it.dtype));
     return;
   }
-  tpu_op_check_index(c, c->in[1], 0, wt.dims[0], TPU_OUT_OF_RANGE,
-                     "embedding(): index out of range in self (index " TPU_OP_PAYLOAD " with %lld rows)",
-                     (long long)wt.dims[0]);
+  if (tpu_op_nints(c) > 0 && tpu_op_int(c, 0))
+    tpu_op_check_index(c, c->in[1], 0, wt.dims[0], TPU_INVALID_ARGUMENT,
+                       "embedding_bag(): an index of input takes value " TPU_OP_PAYLOAD
+                       " which is not in the valid range [0, %lld)",
+                       (long long)wt.dims[0]);
+  else
+    tpu_op_check_index(c, c->in[1], 0, wt.dims[0], TPU_OUT_OF_RANGE,
+                       "embedding(): index out of range in self (index " TPU_OP_PAYLOAD " with %lld rows)",
+                       (long long)wt.dims[0]);
   tpu_op_set_output(c, tpu_op_take(c, c->in[0], 0, c->in[1]));
 }
 

@@ -122,3 +122,34 @@ def test_ctc_loss_zero_infinity():
         return F.ctc_loss(t.log_softmax(2), targets.to(t.device), il, tl, zero_infinity=True)
 
     _check(f, x)
+
+
+@pytest.mark.parametrize("shape,dim", [((4, 3, 5), 0), ((4, 3, 5), 2), ((6, 3, 2, 2), 0), ((5, 3), 1)])
+def test_weight_norm_interface(shape, dim):
+    torch.manual_seed(0)
+    v = torch.randn(shape)
+    gshape = [1] * len(shape)
+    gshape[dim] = shape[dim]
+    g = torch.rand(gshape) + 0.5
+    _check(lambda v, g: torch._weight_norm_interface(v, g, dim), v, g)
+
+
+def test_weight_norm_modules():
+    # parametrizations.weight_norm (dim 0) and the old hook (Wav2Vec2's
+    # positional conv normalizes over the last dim)
+    from torch.nn.utils.parametrizations import weight_norm
+
+    def build(old_api):
+        torch.manual_seed(1)
+        conv = torch.nn.Conv1d(3, 4, 3)
+        return torch.nn.utils.weight_norm(conv, dim=2) if old_api else weight_norm(conv)
+
+    for old_api in (False, True):
+        cpu, dev = build(old_api), build(old_api).to(T)
+        x = torch.randn(2, 3, 7)
+        before = torch_tpu.fallback_counts()
+        cpu(x).square().sum().backward()
+        dev(x.to(T)).square().sum().backward()
+        assert torch_tpu.fallback_counts() == before
+        for (name, a), b in zip(cpu.named_parameters(), dev.parameters()):
+            torch.testing.assert_close(b.grad.cpu(), a.grad, atol=1e-5, rtol=1e-4, msg=name)

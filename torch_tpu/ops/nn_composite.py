@@ -14,7 +14,11 @@ have one (no host round trip):
   scatter (PyTorch's decomposition does not match its CPU kernel);
 - native_group_norm_backward: PyTorch's decomposition;
 - _ctc_loss: the alpha recursion over the extended label sequence, one
-  log-sum-exp step per frame (lengths are host values, as on the CPU).
+  log-sum-exp step per frame (lengths are host values, as on the CPU);
+- _weight_norm_interface and its backward (weight_norm over the first or
+  last dim): w = v * g / |v|, the norm over the other dims in float32 for
+  bfloat16 (CPU's rule); grad_g = <grad_w, v> / |v|, grad_v =
+  g / |v| * (grad_w - v * grad_g / |v|).
 
 The forward ops whose backward op has no rule are registered at the
 AutogradPrivateUse1 key: autograd records the device ops they are made of,
@@ -23,7 +27,7 @@ so the gradient is the composition's, with no backward kernel needed.
 import torch
 from torch._decomp import decomposition_table
 
-from .._dispatch import register
+from .._dispatch import Unsupported, register
 
 aten = torch.ops.aten
 _autograd_lib = torch.library.Library("aten", "IMPL")
@@ -264,3 +268,31 @@ def ctc_loss_tensor(log_probs, targets, input_lengths, target_lengths, blank=0, 
 
 _autograd("_ctc_loss", ctc_loss)
 _autograd("_ctc_loss.Tensor", ctc_loss_tensor)
+
+
+# ---- weight normalization -------------------------------------------------------------------
+
+
+def _norm_dims(v, g, dim):
+    if v.dim() == 0 or dim not in (0, v.dim() - 1) or g.dim() != v.dim() or not v.is_floating_point():
+        raise Unsupported("_weight_norm_interface: dim")  # CPU raises its message
+    return [i for i in range(v.dim()) if i != dim]
+
+
+@register("aten::_weight_norm_interface")
+def weight_norm_interface(v, g, dim=0):
+    dims = _norm_dims(v, g, dim)
+    wide = torch.float32 if g.dtype == torch.bfloat16 else g.dtype
+    norm = torch.linalg.vector_norm(v.to(wide), 2, dim=dims, keepdim=True).reshape(g.shape)
+    w = v.to(wide) * (g.to(wide) / norm)
+    return w.to(v.dtype), norm
+
+
+@register("aten::_weight_norm_interface_backward")
+def weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
+    dims = _norm_dims(saved_v, saved_g, dim)
+    wide = saved_norms.dtype
+    gw, v, g = grad_w.to(wide), saved_v.to(wide), saved_g.to(wide)
+    grad_g = (gw * v).sum(dims, keepdim=True).reshape(g.shape) / saved_norms
+    grad_v = (g / saved_norms) * (gw - v * (grad_g / saved_norms))
+    return grad_v.to(saved_v.dtype), grad_g.to(saved_g.dtype)
