@@ -1,7 +1,7 @@
 """Ops composed on the device (torch_tpu/ops/composite.py) vs PyTorch CPU,
-with no CPU fallback: trace, linalg.cross, median, kthvalue,
-repeat_interleave(Tensor), hypot, heaviside, sinc; values, dtypes, NaN
-rules, gradients, errors.  (The OpInfo sweep covers their float32 samples.)"""
+with no CPU fallback: trace, linalg.cross, median, nanmedian, mode,
+kthvalue, cdist, pdist, bincount, renorm, repeat_interleave(Tensor),
+hypot, heaviside, sinc; values, dtypes, NaN rules, gradients, errors.  (The OpInfo sweep covers their float32 samples.)"""
 import math
 
 import pytest
@@ -136,3 +136,81 @@ def test_median_and_kthvalue_dim_out_of_range_raise_as_on_cpu(shape):
         with pytest.raises(IndexError) as tpu:
             fn(x.to(T))
         assert str(tpu.value) == str(cpu.value)
+
+
+NAN = float("nan")
+
+
+def test_nanmedian():
+    # (an all-NaN row of 4 or more: CPU's index is where its nth_element
+    # leaves it, not reproduced; the value is NaN all the same)
+    a = torch.tensor([[1., NAN, 3., 2.], [NAN, NAN, NAN, 1.], [5., NAN, 1., NAN], [NAN, 7., 4., 4.]])
+    _same(lambda x: torch.nanmedian(x, 1), a)
+    _same(lambda x: torch.nanmedian(x, 0, keepdim=True), a)
+    _same(torch.nanmedian, a)
+    _same(lambda x: torch.nanmedian(x, 1), torch.randint(0, 5, (3, 6)))
+    _same(lambda x: torch.nanmedian(x, 0), torch.tensor([NAN, NAN, NAN]))  # all NaN: NaN at the first
+
+
+def test_mode():
+    # ties: the smallest value; the index of its last occurrence
+    _same(lambda x: torch.mode(x, 1), torch.tensor([[1., 2., 2., 3., 3., 0.], [4., 4., 4., 1., 1., 1.]]))
+    torch.manual_seed(0)
+    _same(lambda x: torch.mode(x, 0, keepdim=True), torch.randint(0, 3, (7, 4)))
+    _same(torch.mode, torch.tensor([3., NAN, NAN, 1.]))
+    _same(torch.mode, torch.tensor(2.5))
+
+
+def _grads(fn, *xs, atol=1e-5):
+    cpu = [x.clone().requires_grad_() for x in xs]
+    dev = [x.to(T).requires_grad_() for x in xs]
+    want = fn(*cpu)
+    got = no_fallback(lambda: fn(*dev))
+    torch.testing.assert_close(got.detach().cpu(), want.detach(), atol=atol, rtol=1e-4)
+    r = torch.randn(want.shape)
+    want.backward(r)
+    got.backward(r.to(T))
+    for c, d in zip(cpu, dev):
+        torch.testing.assert_close(d.grad.cpu(), c.grad, atol=atol * 10, rtol=1e-3)
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 0.0, math.inf, 3.0])
+def test_cdist_and_pdist(p):
+    torch.manual_seed(1)
+    for mode in ("use_mm_for_euclid_dist_if_necessary", "donot_use_mm_for_euclid_dist"):
+        _grads(lambda x, y: torch.cdist(x, y, p=p, compute_mode=mode), torch.randn(2, 5, 3), torch.randn(4, 3))
+    _grads(lambda x: torch.pdist(x, p=p), torch.randn(6, 3))
+    x = torch.randn(4, 3)  # equal rows: distance 0, gradient 0
+    _grads(lambda x, y: torch.cdist(x, y, p=p), x, torch.cat([x[:2], torch.randn(2, 3)]))
+    _grads(lambda x, y: torch.cdist(x, y, p=p), torch.randn(0, 3), torch.randn(2, 3))
+
+
+def test_cdist_large_uses_blocks():
+    # more rows than one difference block holds: the blocks agree with CPU
+    import torch_tpu.ops.composite as composite
+
+    old, composite._PAIR_CHUNK = composite._PAIR_CHUNK, 64
+    try:
+        _grads(lambda x, y: torch.cdist(x, y, p=1.0), torch.randn(30, 4), torch.randn(7, 4))
+    finally:
+        composite._PAIR_CHUNK = old
+
+
+def test_bincount():
+    x = torch.tensor([1, 3, 3, 0])
+    _same(torch.bincount, x)
+    _same(lambda x, w: torch.bincount(x, w, minlength=7), x, torch.rand(4))
+    _same(lambda x, w: torch.bincount(x, w), x, torch.tensor([1, 2, 3, 4]))  # float64, as CPU
+    _same(lambda x: torch.bincount(x, minlength=3), torch.tensor([], dtype=torch.long))
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.bincount(torch.tensor([-1, 2], device=T))
+
+
+@pytest.mark.parametrize("p,dim,maxnorm", [(2, 0, 1.0), (1, 1, 0.5), (3, -1, 2.0)])
+def test_renorm(p, dim, maxnorm):
+    torch.manual_seed(2)
+    _grads(lambda x: torch.renorm(x, p, dim, maxnorm), torch.randn(4, 5, 3))
+    x = torch.randn(4, 5)
+    got = x.to(T)
+    got.renorm_(p, dim % 2, maxnorm)
+    torch.testing.assert_close(got.cpu(), x.renorm(p, dim % 2, maxnorm))

@@ -7,6 +7,14 @@ one (no host round trip unless the result's size depends on the data):
   k-th slice.  NaN sorts last, as on CPU; a row holding a NaN has median NaN
   at the index of its first NaN (CPU's rule); ties take the first index in
   sort order;
+- nanmedian (the lower median of a row's non-NaN values), mode (runs of
+  equal values in the stable sort; ties: the smallest value, at its last
+  index, as CPU);
+- _cdist_forward / _pdist_forward: the p-norm of row differences, in
+  bounded blocks; registered for autograd too, so the gradient is the
+  composition's (0 at a zero distance, as CPU's);
+- bincount: index_add of ones or weights, its length from one host read
+  (max, with min for CPU's error); renorm: per-slice norms and a factor;
 - repeat_interleave.Tensor: positions by searchsorted over the repeats'
   cumulative sum; its length is the one host read (none with output_size);
 - hypot, heaviside, sinc: elementwise formulas (hypot scaled by the larger
@@ -112,6 +120,155 @@ def median_dim(self, dim, keepdim=False):
 @register("aten::median", out="aten::median.out")
 def median(self):
     return _median_dim(self.reshape(-1), 0, False)[0]
+
+
+def _nanmedian_dim(self, dim, keepdim):
+    _check_dim(self, dim, "nanmedian")
+    x = self if self.dim() else self.reshape(1)
+    d = dim if self.dim() else 0
+    s, perm = _sorted_along(x, d)
+    if x.is_floating_point():  # the lower median of the non-NaN values (NaN sorts last)
+        k = (((~torch.isnan(s)).sum(d, keepdim=True) - 1) // 2).clamp(min=0)
+    else:
+        k = torch.full_like(perm.narrow(d, 0, 1), (x.shape[d] - 1) // 2)
+    v, i = s.gather(d, k), perm.gather(d, k)
+    if not keepdim:
+        v, i = v.squeeze(d), i.squeeze(d)
+    return (v.reshape(()), i.reshape(())) if not self.dim() else (v, i)
+
+
+@register("aten::nanmedian.dim", out="aten::nanmedian.dim_values")
+def nanmedian_dim(self, dim, keepdim=False):
+    return _nanmedian_dim(self, dim, keepdim)
+
+
+@register("aten::nanmedian", out="aten::nanmedian.out")
+def nanmedian(self):
+    return _nanmedian_dim(self.reshape(-1), 0, False)[0]
+
+
+@register("aten::mode", out="aten::mode.values")
+def mode(self, dim=-1, keepdim=False):
+    """The most frequent value (ties: the smallest) and the index of its
+    last occurrence, as CPU: runs of equal values in a stable sort; the run
+    length peaks first at the end of the smallest most frequent value's run
+    (NaN equals nothing, so each NaN is a run of its own)."""
+    _check_dim(self, dim, "mode")
+    x = self if self.dim() else self.reshape(1)
+    d = dim if self.dim() else 0
+    s, perm = _sorted_along(x, d)
+    n = x.shape[d]
+    pos = torch.arange(n, device=x.device).reshape([n if j == d % x.dim() else 1 for j in range(x.dim())])
+    starts = torch.ones_like(s, dtype=torch.bool)
+    if n > 1:
+        starts.narrow(d, 1, n - 1).copy_(s.narrow(d, 1, n - 1) != s.narrow(d, 0, n - 1))
+    run_start = torch.where(starts, pos, torch.zeros_like(pos)).cummax(d).values
+    length = pos - run_start
+    k = (length == length.amax(d, keepdim=True)).to(torch.int32).argmax(d, keepdim=True)
+    v, i = s.gather(d, k), perm.gather(d, k)
+    if not keepdim:
+        v, i = v.squeeze(d), i.squeeze(d)
+    return (v.reshape(()), i.reshape(())) if not self.dim() else (v, i)
+
+
+# ---- distances ---------------------------------------------------------------------------------
+
+_PAIR_CHUNK = 1 << 24  # elements of one (rows x cols x features) difference block
+
+
+def _norm(diff, p):
+    """vector_norm over the last dim; its gradient is 0 at a zero distance,
+    as _cdist_backward's.  p = 0 counts the nonzeros, with a zero gradient
+    (vector_norm's is None, CPU's zeros)."""
+    if p == 0:
+        return (diff != 0).to(diff.dtype).sum(-1) + diff.abs().clamp(max=0).sum(-1)
+    return torch.linalg.vector_norm(diff, ord=p, dim=-1)
+
+
+def _pair_norms(a, b, p):
+    """|a_i - b_j|_p for rows of a [..., P, M] and b [..., R, M], in blocks of
+    rows of a so the difference tensor stays bounded."""
+    rows = max(1, _PAIR_CHUNK // max(1, b.shape[-2] * b.shape[-1]))
+    parts = [_norm(a[..., i:i + rows, None, :] - b[..., None, :, :], p)
+             for i in range(0, max(a.shape[-2], 1), rows)]
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-2)
+
+
+def _autograd_and_device(name):
+    """The kernel at PrivateUse1 and at AutogradPrivateUse1: autograd
+    differentiates the device ops it is made of (no backward kernel)."""
+    def deco(fn):
+        _autograd_lib.impl(name, fn, "AutogradPrivateUse1")
+        register(name)(fn)
+        return fn
+    return deco
+
+
+_autograd_lib = torch.library.Library("aten", "IMPL")
+
+
+@_autograd_and_device("_cdist_forward")
+def cdist_forward(x1, x2, p, compute_mode=None):
+    if x1.dim() < 2 or x2.dim() < 2 or x1.shape[-1] != x2.shape[-1] or p < 0 or \
+            x1.dtype != x2.dtype or x1.dtype not in _FLOATS:
+        raise Unsupported("_cdist_forward: arguments")  # CPU raises its messages
+    try:
+        batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    except RuntimeError:
+        raise Unsupported("_cdist_forward: batch shapes") from None
+    a = x1.expand(*batch, *x1.shape[-2:])
+    b = x2.expand(*batch, *x2.shape[-2:])
+    return _pair_norms(a, b, p)
+
+
+@_autograd_and_device("_pdist_forward")
+def pdist_forward(self, p=2):
+    if self.dim() != 2 or p < 0 or self.dtype not in _FLOATS:
+        raise Unsupported("_pdist_forward: arguments")
+    n = self.shape[0]
+    i, j = torch.triu_indices(n, n, 1).to(self.device)
+    return _norm(self.index_select(0, i) - self.index_select(0, j), p)
+
+
+# ---- counting ------------------------------------------------------------------------------
+
+
+@register("aten::bincount", out="aten::bincount.out")
+def bincount(self, weights=None, minlength=0):
+    """Counts (or sums weights) by value; the length is max + 1, one host
+    read (with the minimum, to raise CPU's error)."""
+    if self.dim() != 1 or self.dtype.is_floating_point or self.dtype.is_complex or self.dtype == torch.bool or \
+            minlength < 0 or (weights is not None and (weights.shape != self.shape or weights.dtype.is_complex)):
+        raise Unsupported("bincount: arguments")  # CPU raises its messages
+    if self.numel():
+        low, high = torch.stack([self.min(), self.max()]).to(torch.int64).tolist()
+        if low < 0:
+            raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    else:
+        high = -1
+    n = max(high + 1, minlength)
+    idx = self.to(torch.int64)
+    if weights is None:
+        return torch.zeros(n, dtype=torch.int64, device=self.device).index_add(0, idx, torch.ones_like(idx))
+    dt = torch.float32 if weights.dtype == torch.float32 else torch.float64  # CPU's result types
+    return torch.zeros(n, dtype=dt, device=self.device).index_add(0, idx, weights.to(dt))
+
+
+# ---- renorm --------------------------------------------------------------------------------------
+
+
+@register("aten::renorm", out="aten::renorm.out", inplace="aten::renorm_")
+def renorm(self, p, dim, maxnorm):
+    if self.dim() < 1 or self.dtype not in _FLOATS or p <= 0 or maxnorm < 0:
+        raise Unsupported("renorm: arguments")
+    d = dim % self.dim() if -self.dim() <= dim < self.dim() else None
+    if d is None:
+        raise Unsupported("renorm: dim")
+    wide = torch.float32 if self.dtype in (torch.float16, torch.bfloat16) else self.dtype
+    x = self.to(wide)
+    norm = torch.linalg.vector_norm(x, ord=p, dim=[j for j in range(x.dim()) if j != d], keepdim=True)
+    factor = torch.where(norm > maxnorm, maxnorm / (norm + 1e-7), torch.ones_like(norm))
+    return (x * factor).to(self.dtype)
 
 
 # ---- repeat_interleave ------------------------------------------------------------------
