@@ -379,17 +379,23 @@ def impl(name, fn, key="PrivateUse1"):
     _lib.impl(name, fn, key)
 
 
-def register(functional=None, out=None, inplace=None, fast=False):
+def register(functional=None, out=None, inplace=None, fast=False, autograd=False):
     """Decorator: registers fn (which returns tensors or a Call) for the
     functional overload(s) and derives the out= and in-place overloads named.
     fast=True (add/sub/mul/div) makes the functional overload's kernel the
     C++ one (csrc/torch/arith.cpp): it runs the common cases with no Python
     and hands the rest, and a rule's TPU_UNIMPLEMENTED, to this kernel,
-    wrapped like every other (so the CPU fallback behaves the same)."""
+    wrapped like every other (so the CPU fallback behaves the same).
+    autograd=True (a kernel composed of device ops, whose backward op has no
+    kernel) also makes fn the AutogradPrivateUse1 kernel of the functional
+    overload(s): autograd records the device ops it is made of, so the
+    gradient is the composition's."""
 
     def deco(fn):
         kernel = _runs_calls(fn)
         for n in _as_list(functional):
+            if autograd:
+                _lib.impl(_strip(n), fn, "AutogradPrivateUse1")
             if fast:
                 n = _strip(n)
                 _registered[n] = fn

@@ -194,20 +194,7 @@ def _pair_norms(a, b, p):
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-2)
 
 
-def _autograd_and_device(name):
-    """The kernel at PrivateUse1 and at AutogradPrivateUse1: autograd
-    differentiates the device ops it is made of (no backward kernel)."""
-    def deco(fn):
-        _autograd_lib.impl(name, fn, "AutogradPrivateUse1")
-        register(name)(fn)
-        return fn
-    return deco
-
-
-_autograd_lib = torch.library.Library("aten", "IMPL")
-
-
-@_autograd_and_device("_cdist_forward")
+@register("aten::_cdist_forward", autograd=True)
 def cdist_forward(x1, x2, p, compute_mode=None):
     if x1.dim() < 2 or x2.dim() < 2 or x1.shape[-1] != x2.shape[-1] or p < 0 or \
             x1.dtype != x2.dtype or x1.dtype not in _FLOATS:
@@ -221,7 +208,7 @@ def cdist_forward(x1, x2, p, compute_mode=None):
     return _pair_norms(a, b, p)
 
 
-@_autograd_and_device("_pdist_forward")
+@register("aten::_pdist_forward", autograd=True)
 def pdist_forward(self, p=2):
     if self.dim() != 2 or p < 0 or self.dtype not in _FLOATS:
         raise Unsupported("_pdist_forward: arguments")

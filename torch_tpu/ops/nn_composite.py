@@ -30,14 +30,12 @@ from torch._decomp import decomposition_table
 from .._dispatch import Unsupported, register
 
 aten = torch.ops.aten
-_autograd_lib = torch.library.Library("aten", "IMPL")
 
 
 def _autograd(name, fn):
     """fn at AutogradPrivateUse1 (differentiated through its device ops) and
     at PrivateUse1 (reached without autograd: no_grad, inference_mode)."""
-    _autograd_lib.impl(name, fn, "AutogradPrivateUse1")
-    register(name)(fn)
+    register(name, autograd=True)(fn)
 
 
 def _decomposed(op):
