@@ -389,13 +389,14 @@ def register(functional=None, out=None, inplace=None, fast=False, autograd=False
     autograd=True (a kernel composed of device ops, whose backward op has no
     kernel) also makes fn the AutogradPrivateUse1 kernel of the functional
     overload(s): autograd records the device ops it is made of, so the
-    gradient is the composition's."""
+    gradient is the composition's (and, for a call fn declines, that of the
+    CPU op between the two copies)."""
 
     def deco(fn):
         kernel = _runs_calls(fn)
         for n in _as_list(functional):
-            if autograd:
-                _lib.impl(_strip(n), fn, "AutogradPrivateUse1")
+            if autograd:  # Unsupported there: the CPU fallback, differentiable as it runs above autograd
+                _lib.impl(_strip(n), _with_fallback(fn, _strip(n)), "AutogradPrivateUse1")
             if fast:
                 n = _strip(n)
                 _registered[n] = fn

@@ -153,3 +153,39 @@ def test_weight_norm_modules():
         assert torch_tpu.fallback_counts() == before
         for (name, a), b in zip(cpu.named_parameters(), dev.parameters()):
             torch.testing.assert_close(b.grad.cpu(), a.grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_2d(mode, padding_mode, align_corners):
+    torch.manual_seed(0)
+    grid = torch.rand(2, 4, 6, 2) * 2.6 - 1.3  # points outside [-1, 1] too
+    _check(lambda x, g: F.grid_sample(x, g, mode=mode, padding_mode=padding_mode, align_corners=align_corners),
+           torch.randn(2, 3, 5, 7), grid, atol=1e-4 if mode == "bicubic" else 1e-5)  # 16 weighted taps
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflection"])
+def test_grid_sample_3d_and_affine_grid(mode, padding_mode):
+    torch.manual_seed(1)
+    grid = torch.rand(2, 3, 2, 4, 3) * 2.6 - 1.3
+    _check(lambda x, g: F.grid_sample(x, g, mode=mode, padding_mode=padding_mode, align_corners=False),
+           torch.randn(2, 2, 4, 5, 3), grid)
+    _check(lambda t, x: F.grid_sample(x, F.affine_grid(t, x.shape, align_corners=True), mode=mode,
+                                      padding_mode=padding_mode, align_corners=True),
+           torch.randn(2, 2, 3), torch.randn(2, 3, 8, 8))
+
+
+def test_composed_kernel_declining_falls_back_with_gradients():
+    # a composed kernel registered for autograd that declines a call (half
+    # precision here) runs CPU's op between two copies, gradients included
+    x = torch.randn(1, 2, 4, 4, dtype=torch.float64)
+    g = torch.rand(1, 3, 3, 2, dtype=torch.float64) * 2 - 1
+    xs, gs = x.half().float(), g.half().float()
+    want_x, want_g = xs.clone().requires_grad_(), gs.clone().requires_grad_()
+    F.grid_sample(want_x.half(), want_g.half(), align_corners=False).float().sum().backward()
+    dx, dg = xs.half().to(T).requires_grad_(), gs.half().to(T).requires_grad_()
+    F.grid_sample(dx, dg, align_corners=False).float().sum().backward()
+    torch.testing.assert_close(dx.grad.float().cpu(), want_x.grad, atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(dg.grad.float().cpu(), want_g.grad, atol=5e-2, rtol=5e-2)

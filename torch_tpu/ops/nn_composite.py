@@ -15,6 +15,10 @@ have one (no host round trip):
 - native_group_norm_backward: PyTorch's decomposition;
 - _ctc_loss: the alpha recursion over the extended label sequence, one
   log-sum-exp step per frame (lengths are host values, as on the CPU);
+- grid_sampler_2d / grid_sampler_3d (bilinear, nearest, 2-d bicubic;
+  zeros, border and reflection padding): the grid unnormalized and padded
+  as PyTorch's kernel does, then the 2^d corner taps (bicubic: 4 x 4, each
+  padded) gathered from the flattened input and weighted;
 - _weight_norm_interface and its backward (weight_norm over the first or
   last dim): w = v * g / |v|, the norm over the other dims in float32 for
   bfloat16 (CPU's rule); grad_g = <grad_w, v> / |v|, grad_v =
@@ -26,6 +30,8 @@ so the gradient is the composition's, with no backward kernel needed.
 """
 import torch
 from torch._decomp import decomposition_table
+
+import itertools
 
 from .._dispatch import Unsupported, register
 
@@ -294,3 +300,102 @@ def weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
     grad_g = (gw * v).sum(dims, keepdim=True).reshape(g.shape) / saved_norms
     grad_v = (g / saved_norms) * (gw - v * (grad_g / saved_norms))
     return grad_v.to(saved_v.dtype), grad_g.to(saved_g.dtype)
+
+
+# ---- grid sampling --------------------------------------------------------------------------
+
+
+def _unnormalize(c, size, align_corners):
+    return (c + 1) / 2 * (size - 1) if align_corners else ((c + 1) * size - 1) / 2
+
+
+def _reflect(c, low2, high2):
+    """PyTorch's reflect_coordinates over [low2 / 2, high2 / 2]."""
+    if low2 == high2:
+        return torch.zeros_like(c)
+    lo, span = low2 / 2, (high2 - low2) / 2
+    c = (c - lo).abs()
+    extra = torch.fmod(c, span)
+    flips = torch.floor(c / span)
+    return torch.where(torch.fmod(flips, 2) == 0, extra + lo, span - extra + lo)
+
+
+def _pad(c, size, padding_mode, align_corners):
+    if padding_mode == 2:  # reflection
+        c = _reflect(c, 0, 2 * (size - 1)) if align_corners else _reflect(c, -1, 2 * size - 1)
+    if padding_mode in (1, 2):  # border, and reflection's final clip
+        c = c.clamp(0, size - 1)
+    return c
+
+
+def _cubic_weights(t, a=-0.75):
+    """The four cubic-convolution weights of taps -1, 0, 1, 2 at offset t."""
+    def near(x):
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
+    d = input.dim() - 2
+    if d not in (2, 3) or grid.dim() != d + 2 or grid.shape[-1] != d or grid.shape[0] != input.shape[0] or \
+            interpolation_mode not in (0, 1, 2) or (interpolation_mode == 2 and d != 2) or padding_mode not in (0, 1, 2) or \
+            input.dtype != grid.dtype or input.dtype not in (torch.float32, torch.float64):
+        raise Unsupported("grid_sampler: arguments")  # bicubic, and CPU's messages
+    n, ch = input.shape[:2]
+    sizes = list(input.shape[2:])  # (D,) H, W
+    out_sp = list(grid.shape[1:-1])
+    # grid's last dim is (x, y[, z]): x indexes the last input dim
+    raw = [_unnormalize(grid[..., d - 1 - k], sizes[k], align_corners) for k in range(d)]
+    coords = [_pad(c, sizes[k], padding_mode, align_corners) for k, c in enumerate(raw)]
+    flat = input.reshape(n, ch, -1)
+    m = 1
+    for s_ in out_sp:
+        m *= s_
+
+    def tap(idx):  # idx: per-dim integer tensors; (value, in-bounds mask)
+        ok = None
+        lin = None
+        for k in range(d):
+            inb = (idx[k] >= 0) & (idx[k] < sizes[k])
+            ok = inb if ok is None else ok & inb
+            ik = idx[k].clamp(0, sizes[k] - 1)
+            lin = ik if lin is None else lin * sizes[k] + ik
+        vals = flat.gather(2, lin.reshape(n, 1, m).expand(n, ch, m))
+        return vals, ok.reshape(n, 1, m).to(input.dtype)
+
+    if interpolation_mode == 2:  # bicubic: 4 x 4 taps around the unpadded point, each tap padded
+        low = [torch.floor(c) for c in raw]
+        weights = [_cubic_weights(c - f) for c, f in zip(raw, low)]
+        out = None
+        for i, j in itertools.product(range(4), repeat=2):
+            idx = [_pad(low[0] + (i - 1), sizes[0], padding_mode, align_corners).to(torch.int64),
+                   _pad(low[1] + (j - 1), sizes[1], padding_mode, align_corners).to(torch.int64)]
+            vals, ok = tap(idx)
+            term = vals * (ok * (weights[0][i] * weights[1][j]).reshape(n, 1, m))
+            out = term if out is None else out + term
+    elif interpolation_mode == 1:  # nearest, halves to even as nearbyint
+        vals, ok = tap([torch.round(c).to(torch.int64) for c in coords])
+        # the grid's gradient is zero, but defined (as CPU's)
+        out = vals * ok + grid.abs().clamp(max=0).sum()
+    else:
+        low = [torch.floor(c) for c in coords]
+        frac = [c - f for c, f in zip(coords, low)]
+        low = [f.to(torch.int64) for f in low]
+        out = None
+        for corner in itertools.product((0, 1), repeat=d):
+            w = None
+            for k, hi in enumerate(corner):
+                wk = frac[k] if hi else 1 - frac[k]
+                w = wk if w is None else w * wk
+            vals, ok = tap([low[k] + hi for k, hi in enumerate(corner)])
+            term = vals * (ok * w.reshape(n, 1, m))
+            out = term if out is None else out + term
+    return out.reshape(n, ch, *out_sp)
+
+
+register("aten::grid_sampler_2d", autograd=True)(_grid_sample)
+register("aten::grid_sampler_3d", autograd=True)(_grid_sample)
