@@ -16,6 +16,9 @@ taken in the same process, one after the other):
   train        GPT-style training step (bench/models.py: 4 layers, d=256,
                4 heads, seq 128, batch 8, AdamW): PyTorch CPU, tpu strict,
                tpu fused: ms/step and steps/s, warm-up excluded
+  device_checks  the fused GPT training step with the device-side error
+               flags and with TORCH_TPU_DEVICE_CHECKS=0, alternating fresh
+               processes: the flags' cost in percent
   startup      fresh subprocess, time to the end of the first training step:
                cold disk cache (new TORCH_TPU_CACHE_DIR) vs warm (same dir)
   memory       small GPT training loop: peak RSS, current RSS and
@@ -57,9 +60,9 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 QUICK = os.environ.get("TORCH_TPU_BENCH_QUICK", "") not in ("", "0")
 
-SECTIONS = ["op_latency", "chain", "chain_arith", "train", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm"]
+SECTIONS = ["op_latency", "chain", "chain_arith", "train", "device_checks", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm"]
 # seconds each section may take before it is killed (full mode; quick: /2)
-LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "startup": 300, "memory": 240,
+LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "device_checks": 420, "startup": 300, "memory": 240,
           "import": 240, "transfer": 180, "pjrt": 180, "hf": 1500, "dist": 900, "lstm": 600}
 
 
@@ -359,6 +362,42 @@ def sec_train():
     return out
 
 
+CHECKS_CHILD = r"""
+import json, sys, warnings
+warnings.filterwarnings("ignore")
+sys.path.insert(0, {bench!r})
+import torch, torch_tpu, run
+print("CHECKS_JSON " + json.dumps(run._train_run(torch, "tpu", "fused", {warm}, {steps})))
+"""
+
+
+def sec_device_checks():
+    """The fused GPT training step with the device-side error flags
+    (issue: <= 5% cost) and without (TORCH_TPU_DEVICE_CHECKS=0), each in
+    its own process, alternated."""
+    warm, steps, reps = (2, 3, 1) if QUICK else (3, 10, 4)
+    out = {"params": {"model": "gpt", "eager_mode": "fused", "warmup_steps": warm, "timed_steps": steps,
+                      "repeats": reps}}
+    code = CHECKS_CHILD.format(bench=BENCH, warm=warm, steps=steps)
+    runs = {"on": [], "off": []}
+
+    def child(flag):
+        env = dict(os.environ, TORCH_TPU_DEVICE_CHECKS="1" if flag == "on" else "0")
+        p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        line = [ln for ln in p.stdout.splitlines() if ln.startswith("CHECKS_JSON ")]
+        if not line:
+            raise RuntimeError(f"child failed: {(p.stderr or p.stdout).strip().splitlines()[-1:]}")
+        return json.loads(line[0][len("CHECKS_JSON "):])
+
+    for _ in range(reps):
+        for flag in ("on", "off"):
+            runs[flag].extend(child(flag)["runs_ms"])
+    for flag in ("on", "off"):
+        out[flag] = {"ms_per_step": median(runs[flag]), "runs_ms": runs[flag]}
+    out["overhead_pct"] = 100.0 * (out["on"]["ms_per_step"] / out["off"]["ms_per_step"] - 1.0)
+    return out
+
+
 STARTUP_CHILD = r"""
 import os, sys, time, json
 t_start = time.time()
@@ -629,7 +668,7 @@ def sec_lstm():
     return lstm.sec_lstm(torch, QUICK)
 
 
-FUNCS = {"lstm": sec_lstm, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "startup": sec_startup,
+FUNCS = {"lstm": sec_lstm, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "device_checks": sec_device_checks, "startup": sec_startup,
          "memory": sec_memory, "import": sec_import, "transfer": sec_transfer, "pjrt": sec_pjrt, "dist": sec_dist}
 
 
@@ -755,6 +794,14 @@ def markdown(results):
                  "the tpu device issue's model"])
     for k in ("cpu", "cpu_1thread", "strict", "fused", "cpu_2l", "strict_2l", "fused_2l"):
         err_note(f"train/{k}", tr.get(k))
+
+    dc = R.get("device_checks", {})
+    if dc.get("error"):
+        notes.append(f"- device_checks: {dc['error']}")
+    if dc.get("overhead_pct") is not None:
+        rows.append(["GPT train step, fused: device-side checks on / off (ms/step)", "", "",
+                     f"{dc['on']['ms_per_step']:.0f} / {dc['off']['ms_per_step']:.0f}",
+                     f"checks cost {dc['overhead_pct']:+.1f}% (TORCH_TPU_DEVICE_CHECKS=0 turns them off)"])
 
     st = R.get("startup", {})
     if st.get("error"):

@@ -140,7 +140,7 @@ static tpu_status_t op_signature(const tpu_op_rule_t *rule, const tpu_hlo_type_t
   }
   s->key = key;
   s->nout = nout;
-  s->nchecks = nchecks;
+  s->nchecks = R.no_device_checks ? 0 : nchecks;
   for (int i = 0; i < nout; i++) s->types[i] = *tpu_hlo_type_of(f, out[i]);
   tpu_hlo_module_destroy(m);
   if (R.nsigs >= TPU_SIG_MAX) { /* bound: drop the bucket's chain */

@@ -81,6 +81,8 @@ typedef struct tpu_rt_config {
   int64_t disk_cache_max_entries; /* 0 = default 10000 */
   int64_t disk_cache_max_bytes;   /* 0 = default 4 GiB */
   int fused_max_nodes;            /* 0 = default 8192 */
+  int no_device_checks;           /* 1 = programs compute no error flags (to measure their cost;
+                                     bad indices then go unreported) */
 } tpu_rt_config_t;
 
 typedef struct tpu_rt_stats {

@@ -166,6 +166,7 @@ typedef struct tpu_runtime {
   tpu_cache_t *cache;
   tpu_eager_mode_t mode;
   int fused_max_nodes;
+  int no_device_checks;
   tpu_graph_t graphs[TPU_PJRT_MAX_DEVICES];
   tpu_sig_t *sigs[TPU_SIG_BUCKETS];
   int64_t nsigs;

@@ -203,3 +203,24 @@ def test_binary_cross_entropy_input_outside_0_1(v):
     good = torch.tensor([0.5, 0.25])
     torch.testing.assert_close(F.binary_cross_entropy(good.to(TPU), y.to(TPU)).cpu(),
                                F.binary_cross_entropy(good, y))
+
+
+# ---- turned off ------------------------------------------------------------------------------
+
+
+def test_device_checks_can_be_turned_off():
+    # TORCH_TPU_DEVICE_CHECKS=0 (to measure the flags' cost): programs carry
+    # no error state, a bad index is not reported (the gather clamps it)
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, torch_tpu\n"
+            "x = torch.arange(5.0, device='tpu')\n"
+            "print(x[torch.tensor([7], device='tpu')].cpu().tolist())\n")
+    env = dict(os.environ, TORCH_TPU_DEVICE_CHECKS="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[4.0]"
+    with pytest.raises(IndexError):
+        torch.arange(5.0, device=TPU)[torch.tensor([7], device=TPU)].cpu()
