@@ -214,3 +214,16 @@ def test_renorm(p, dim, maxnorm):
     got = x.to(T)
     got.renorm_(p, dim % 2, maxnorm)
     torch.testing.assert_close(got.cpu(), x.renorm(p, dim % 2, maxnorm))
+
+
+@pytest.mark.parametrize("args", [(4, 4), (3, 5, 1), (5, 3, -2), (0, 3)])
+def test_tril_triu_indices(args):
+    for f in (torch.tril_indices, torch.triu_indices):
+        got = no_fallback(lambda: f(*args, device=T))
+        assert got.device.type == "tpu" and torch.equal(got.cpu(), f(*args))
+
+
+def test_channel_shuffle():
+    x = torch.randn(2, 6, 3, 3)
+    _same(lambda t: torch.nn.functional.channel_shuffle(t, 3), x)
+    _same(lambda t: torch.nn.ChannelShuffle(2)(t), x)

@@ -66,3 +66,19 @@ def test_embedding_bag_index_out_of_range_is_runtime_error():
         F.embedding_bag(torch.tensor([1, 7], device=T), w, torch.tensor([0], device=T)).cpu()
     assert torch.equal(F.embedding_bag(torch.tensor([1, 2], device=T), w, torch.tensor([0], device=T), mode="sum").cpu(),
                        (w[1] + w[2]).cpu().unsqueeze(0))  # the device keeps working
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0])
+def test_embedding_max_norm_renormalizes_rows_in_place(norm_type):
+    torch.manual_seed(0)
+    w = torch.randn(6, 4) * 3
+    idx = torch.tensor([[1, 2], [2, 5]])  # 2 twice, 0/3/4 untouched
+    cpu = torch.nn.Embedding.from_pretrained(w.clone(), freeze=False, max_norm=1.0, norm_type=norm_type)
+    dev = torch.nn.Embedding.from_pretrained(w.clone().to(T), freeze=False, max_norm=1.0, norm_type=norm_type)
+    want = cpu(idx)
+    got = no_fallback(lambda: dev(idx.to(T)))
+    torch.testing.assert_close(got.detach().cpu(), want.detach())
+    torch.testing.assert_close(dev.weight.detach().cpu(), cpu.weight.detach())
+    want.sum().backward()
+    got.sum().backward()
+    torch.testing.assert_close(dev.weight.grad.cpu(), cpu.weight.grad)

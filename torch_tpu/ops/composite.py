@@ -15,6 +15,8 @@ one (no host round trip unless the result's size depends on the data):
   composition's (0 at a zero distance, as CPU's);
 - bincount: index_add of ones or weights, its length from one host read
   (max, with min for CPU's error); renorm: per-slice norms and a factor;
+- tril_indices / triu_indices (host integers, one upload), channel_shuffle
+  (a reshape and a transpose);
 - repeat_interleave.Tensor: positions by searchsorted over the repeats'
   cumulative sum; its length is the one host read (none with output_size);
 - hypot, heaviside, sinc: elementwise formulas (hypot scaled by the larger
@@ -256,6 +258,29 @@ def renorm(self, p, dim, maxnorm):
     norm = torch.linalg.vector_norm(x, ord=p, dim=[j for j in range(x.dim()) if j != d], keepdim=True)
     factor = torch.where(norm > maxnorm, maxnorm / (norm + 1e-7), torch.ones_like(norm))
     return (x * factor).to(self.dtype)
+
+
+# ---- index factories and channel shuffle ------------------------------------------------------
+
+
+def _index_factory(op):
+    def kernel(row, col, offset=0, *, dtype=None, layout=None, device=None, pin_memory=None):
+        # a few host integers, uploaded once (as a CUDA build computes them)
+        return op(row, col, offset, dtype=dtype or torch.int64).to(device or "tpu")
+    return kernel
+
+
+register("aten::tril_indices")(_index_factory(torch.tril_indices))
+register("aten::triu_indices")(_index_factory(torch.triu_indices))
+
+
+@register(["aten::channel_shuffle", "aten::native_channel_shuffle"])
+def channel_shuffle(self, groups):
+    if self.dim() < 3 or groups <= 0 or self.shape[1] % groups:
+        raise Unsupported("channel_shuffle: arguments")  # CPU raises its messages
+    n, c = self.shape[:2]
+    rest = self.shape[2:]
+    return self.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(self.shape)
 
 
 # ---- repeat_interleave ------------------------------------------------------------------

@@ -110,3 +110,18 @@ def embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, of
     out = (grad.index_select(0, bag) * weight.index_select(0, indices)).sum(1)
     kept = _kept(indices, padding_idx)
     return out if kept is None else out * kept.to(out.dtype)
+
+
+@register("aten::embedding_renorm_")
+def embedding_renorm_(self, indices, max_norm, norm_type):
+    """Embedding(max_norm=...): the rows looked up whose norm exceeds
+    max_norm are scaled to it in place (CPU's max_norm / (norm + 1e-7));
+    a repeated index writes the same row twice."""
+    if self.dim() != 2 or not self.is_floating_point() or indices.dtype not in (torch.int32, torch.int64):
+        raise Unsupported("embedding_renorm_: arguments")
+    idx = indices.reshape(-1).to(torch.int64)
+    rows = run("embedding", [self, idx])[0]
+    norm = torch.linalg.vector_norm(rows.float(), ord=norm_type, dim=1, keepdim=True)
+    scale = torch.where(norm > max_norm, max_norm / (norm + 1e-7), torch.ones_like(norm))
+    self.index_copy_(0, idx, (rows.float() * scale).to(self.dtype))
+    return self
