@@ -1,6 +1,9 @@
 """Embedding kernels (csrc/ops/embedding.c): the lookup and its dense
-backward.  An index out of range is a device-side check in the rule
-(IndexError "index out of range in self", raised at the next host wait)."""
+backward, and composed from device ops on that lookup: embedding_bag (its
+forward, backward and per-sample-weights backward) and embedding_renorm_
+(Embedding's max_norm).  An index out of range is a device-side check in
+the rule (IndexError "index out of range in self" for embedding,
+RuntimeError for embedding_bag as on CPU, raised at the next host wait)."""
 import torch
 
 from .._dispatch import Unsupported, register, run
@@ -17,7 +20,6 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
 def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
     return run("embedding_dense_backward", [grad_output, indices],
                [int(num_weights), int(padding_idx), int(bool(scale_grad_by_freq))])[0]
-
 
 
 # ---- embedding_bag, composed from device ops ------------------------------------------------
@@ -120,8 +122,9 @@ def embedding_renorm_(self, indices, max_norm, norm_type):
     if self.dim() != 2 or not self.is_floating_point() or indices.dtype not in (torch.int32, torch.int64):
         raise Unsupported("embedding_renorm_: arguments")
     idx = indices.reshape(-1).to(torch.int64)
-    rows = run("embedding", [self, idx])[0]
-    norm = torch.linalg.vector_norm(rows.float(), ord=norm_type, dim=1, keepdim=True)
+    wide = torch.float32 if self.dtype in (torch.float16, torch.bfloat16) else self.dtype
+    rows = run("embedding", [self, idx])[0].to(wide)
+    norm = torch.linalg.vector_norm(rows, ord=norm_type, dim=1, keepdim=True)
     scale = torch.where(norm > max_norm, max_norm / (norm + 1e-7), torch.ones_like(norm))
-    self.index_copy_(0, idx, (rows.float() * scale).to(self.dtype))
+    self.index_copy_(0, idx, (rows * scale).to(self.dtype))
     return self
