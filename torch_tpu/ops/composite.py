@@ -75,6 +75,21 @@ def _sorted_along(self, dim):
     return torch.sort(self, dim=dim, stable=True)
 
 
+def _along(self, dim, what):
+    """(x, d, sorted values, their indices): self at least 1-d, dim checked."""
+    _check_dim(self, dim, what)
+    x = self if self.dim() else self.reshape(1)
+    d = dim if self.dim() else 0
+    return (x, d) + tuple(_sorted_along(x, d))
+
+
+def _reduced(self, v, i, d, keepdim):
+    """The picked values and indices (keepdim shape) as the op returns them."""
+    if not keepdim:
+        v, i = v.squeeze(d), i.squeeze(d)
+    return (v.reshape(()), i.reshape(())) if not self.dim() else (v, i)
+
+
 def _kth(self, k, dim, keepdim):
     """k-th smallest (0-based, NaN last) along dim, with its index."""
     s, perm = _sorted_along(self, dim)
@@ -95,11 +110,8 @@ def kthvalue(self, k, dim=-1, keepdim=False):
 
 
 def _median_dim(self, dim, keepdim):
-    _check_dim(self, dim, "median")
-    x = self if self.dim() else self.reshape(1)
-    d = dim if self.dim() else 0
+    x, d, s, perm = _along(self, dim, "median")
     n = x.shape[d]
-    s, perm = _sorted_along(x, d)
     v, i = s.narrow(d, (n - 1) // 2, 1), perm.narrow(d, (n - 1) // 2, 1)
     if x.is_floating_point():
         # a row with a NaN: NaN at the index of its first NaN, which the
@@ -109,9 +121,7 @@ def _median_dim(self, dim, keepdim):
         has = nans > 0
         v = torch.where(has, torch.full_like(v, float("nan")), v)
         i = torch.where(has, first_nan, i)
-    if not keepdim:
-        v, i = v.squeeze(d), i.squeeze(d)
-    return (v.reshape(()), i.reshape(())) if not self.dim() else (v, i)
+    return _reduced(self, v, i, d, keepdim)
 
 
 @register("aten::median.dim", out="aten::median.dim_values")
@@ -125,18 +135,12 @@ def median(self):
 
 
 def _nanmedian_dim(self, dim, keepdim):
-    _check_dim(self, dim, "nanmedian")
-    x = self if self.dim() else self.reshape(1)
-    d = dim if self.dim() else 0
-    s, perm = _sorted_along(x, d)
+    x, d, s, perm = _along(self, dim, "nanmedian")
     if x.is_floating_point():  # the lower median of the non-NaN values (NaN sorts last)
         k = (((~torch.isnan(s)).sum(d, keepdim=True) - 1) // 2).clamp(min=0)
     else:
         k = torch.full_like(perm.narrow(d, 0, 1), (x.shape[d] - 1) // 2)
-    v, i = s.gather(d, k), perm.gather(d, k)
-    if not keepdim:
-        v, i = v.squeeze(d), i.squeeze(d)
-    return (v.reshape(()), i.reshape(())) if not self.dim() else (v, i)
+    return _reduced(self, s.gather(d, k), perm.gather(d, k), d, keepdim)
 
 
 @register("aten::nanmedian.dim", out="aten::nanmedian.dim_values")
@@ -155,10 +159,7 @@ def mode(self, dim=-1, keepdim=False):
     last occurrence, as CPU: runs of equal values in a stable sort; the run
     length peaks first at the end of the smallest most frequent value's run
     (NaN equals nothing, so each NaN is a run of its own)."""
-    _check_dim(self, dim, "mode")
-    x = self if self.dim() else self.reshape(1)
-    d = dim if self.dim() else 0
-    s, perm = _sorted_along(x, d)
+    x, d, s, perm = _along(self, dim, "mode")
     n = x.shape[d]
     pos = torch.arange(n, device=x.device).reshape([n if j == d % x.dim() else 1 for j in range(x.dim())])
     starts = torch.ones_like(s, dtype=torch.bool)
@@ -167,10 +168,7 @@ def mode(self, dim=-1, keepdim=False):
     run_start = torch.where(starts, pos, torch.zeros_like(pos)).cummax(d).values
     length = pos - run_start
     k = (length == length.amax(d, keepdim=True)).to(torch.int32).argmax(d, keepdim=True)
-    v, i = s.gather(d, k), perm.gather(d, k)
-    if not keepdim:
-        v, i = v.squeeze(d), i.squeeze(d)
-    return (v.reshape(()), i.reshape(())) if not self.dim() else (v, i)
+    return _reduced(self, s.gather(d, k), perm.gather(d, k), d, keepdim)
 
 
 # ---- distances ---------------------------------------------------------------------------------
