@@ -100,9 +100,14 @@ def _nest(buffer, sizes, strides, offsets):
     return aten._nested_view_from_buffer.default.redispatch(_CPU, buffer, sizes, strides, offsets)
 
 
+def _left(lengths, n):
+    """The host mask of a left-aligned batch of these lengths."""
+    return torch.arange(n) < lengths.reshape(-1, 1)
+
+
 def _packed_rows(lengths, n):
     """Flat (batch * n) positions of the valid rows of a left-aligned batch."""
-    return torch.cat([torch.arange(i * n, i * n + int(k)) for i, k in enumerate(lengths.tolist())])
+    return _left(lengths, n).reshape(-1).nonzero().squeeze(1)
 
 
 def _row_lengths(nt):
@@ -133,8 +138,9 @@ def _padded(nt, fill, n=None):
 def nested_tensor_from_mask(t, mask, mask_check=True):
     if t.dim() != 3 or mask.dim() != 2 or mask.dtype != torch.bool or mask.shape != t.shape[:2]:
         raise Unsupported("_nested_tensor_from_mask: shapes")
-    lengths = mask.sum(1).cpu()
-    if mask_check and not nested_from_mask_left_aligned(t, mask):
+    keep = mask.cpu()  # the one host read: the nested sizes live on the host
+    lengths = keep.sum(1)
+    if mask_check and not torch.equal(_left(lengths, keep.shape[1]), keep):
         raise RuntimeError("Mask must be left-aligned without gaps")
     b, n, e = t.shape
     rows = _packed_rows(lengths, n).to(t.device)
@@ -169,7 +175,7 @@ def _nested_encoder_layer(src, *args):
         raise NotImplementedError("tpu: _transformer_encoder_layer_fwd of a nested tensor with a mask")
     padded, lengths, rows = _padded(src, 0.0)
     b, n, e = padded.shape
-    pad = (torch.arange(n) >= lengths[:, None]).to(padded.device)
+    pad = (~_left(lengths, n)).to(padded.device)
     out = _encoder_layer(padded, *args[:17], pad, 1)
     values = out.reshape(b * n, e).index_select(0, rows).reshape(-1)
     return _nest(values, *_meta(src))
