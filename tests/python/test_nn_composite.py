@@ -88,6 +88,8 @@ def test_margin_losses():
     ym = torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [1, -1, 0, 0], [-1, 0, 0, 0], [2, 2, -1, 1]])
     _check(lambda t: F.multilabel_margin_loss(t, ym.to(t.device)), x)
     _check(lambda t: F.multilabel_margin_loss(t, ym.to(t.device), reduction="none"), x)
+    for target in (torch.tensor(2), torch.tensor([2])):  # 1-d input: the loss takes the target's shape
+        _check(lambda t: F.multi_margin_loss(t, target.to(t.device), reduction="none"), torch.randn(4))
 
 
 @pytest.mark.parametrize("concat", [False, True])

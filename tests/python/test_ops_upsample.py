@@ -61,3 +61,17 @@ def test_upsample_bicubic2d(align, kw):
     compare(lambda x: F.interpolate(x, mode="bicubic", align_corners=align, **kw), torch.randn(2, 3, 5, 7))
     compare(lambda x: F.interpolate(x, mode="bicubic", align_corners=align, **kw),
              torch.randn(1, 2, 4, 6, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("mode,shape", [("nearest", (0, 3, 5)), ("linear", (0, 2, 4)), ("bilinear", (0, 3, 4, 4)),
+                                        ("bicubic", (0, 2, 3, 3)), ("nearest-exact", (0, 2, 3, 3)),
+                                        ("trilinear", (0, 1, 2, 3, 3))])
+def test_upsample_empty_batch_on_device(mode, shape):
+    compare(lambda x: F.interpolate(x, scale_factor=2, mode=mode), torch.randn(shape))
+
+
+def test_upsample_empty_channels_raises_like_cpu():
+    with pytest.raises(RuntimeError, match="Non-empty"):
+        F.interpolate(torch.randn(2, 0, 4, 4), scale_factor=2)
+    with pytest.raises(RuntimeError, match="Non-empty"):
+        F.interpolate(torch.randn(2, 0, 4, 4).to("tpu"), scale_factor=2)

@@ -55,9 +55,18 @@ def _decomposed(op):
 
 # ---- PyTorch's decompositions --------------------------------------------------------
 
-for _name, _op in [("max_pool3d_with_indices", aten.max_pool3d_with_indices.default),
-                   ("multi_margin_loss", aten.multi_margin_loss.default)]:
-    _autograd(_name, _decomposed(_op))
+_autograd("max_pool3d_with_indices", _decomposed(aten.max_pool3d_with_indices.default))
+_multi_margin_dec = _decomposed(aten.multi_margin_loss.default)
+
+
+@register("multi_margin_loss", autograd=True)
+def multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
+    out = _multi_margin_dec(self, target, p, margin, weight, reduction)
+    # The decomposition gives a 1-d input's unreduced loss shape [1]; the
+    # CPU kernel gives it the target's shape ([] for a 0-d target).
+    if reduction == 0 and self.dim() <= 1 and out.shape != target.shape:
+        out = out.reshape(target.shape)
+    return out
 
 register("native_group_norm_backward")(_decomposed(aten.native_group_norm_backward.default))
 

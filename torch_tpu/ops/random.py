@@ -5,7 +5,7 @@ new state with it (csrc/torch/generator.cpp)."""
 import torch
 
 from .. import _C
-from .._dispatch import NotTpuError, _fix_inputs, register, run, write, write_out
+from .._dispatch import NotTpuError, Unsupported, _fix_inputs, register, run, write, write_out
 from .._dtypes import dtype_code
 
 
@@ -200,3 +200,21 @@ def randperm_generator(n, *, generator=None, dtype=None, layout=None, device=Non
 @register("randperm", out="randperm.out")
 def randperm(n, *, dtype=None, layout=None, device=None, pin_memory=None):
     return randperm_generator(n, generator=None, dtype=dtype, device=device)
+
+
+@register("rrelu_with_noise", inplace="rrelu_with_noise_")
+def rrelu_with_noise(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
+    """Randomized leaky ReLU.  Training: each element <= 0 is scaled by a
+    slope drawn uniformly from [lower, upper) (written to noise; 1 for the
+    others, as the CPU kernel), so the backward op is grad * noise.
+    Evaluation: leaky_relu with the mean slope."""
+    if not self.dtype.is_floating_point or noise.shape != self.shape:
+        raise Unsupported()  # the CPU kernel's error
+    if not training:
+        return torch.nn.functional.leaky_relu(self, (float(lower) + float(upper)) / 2)
+    _gen_check(generator)
+    work = torch.float64 if self.dtype == torch.float64 else torch.float32
+    slope = _sample("rng_uniform", self, work, [float(lower), float(upper)], _dev(self), generator).to(self.dtype)
+    neg = self <= 0
+    write(noise, torch.where(neg, slope, torch.ones_like(slope)).to(noise.dtype))
+    return torch.where(neg, self * slope, self)

@@ -1,16 +1,21 @@
 """Upsampling kernels (csrc/ops/upsample.c): nearest, nearest-exact,
 linear / bilinear / trilinear and bicubic, over 1 to 3 spatial dims, and
 their backward ops.  Any case a kernel does not take (complex dtypes,
-invalid sizes whose PyTorch error the CPU kernel produces, empty tensors)
-raises Unsupported and runs through the CPU fallback.
+invalid sizes whose PyTorch error the CPU kernel produces, tensors empty in
+a dim other than the batch) raises Unsupported and runs through the CPU
+fallback.  An empty batch gives an empty result on the device.
 """
 from .._dispatch import Unsupported, register, run, supported
 
 
-def _nonempty(*ts):
-    for t in ts:
-        if t.numel() == 0:
-            raise Unsupported()
+def _empty_batch(shape):
+    """True when only the batch dim of shape is 0 (CPU accepts it and gives
+    an empty result); Unsupported when another dim is 0 (CPU's error)."""
+    if all(int(d) for d in shape):
+        return False
+    if int(shape[0]) == 0 and all(int(d) for d in shape[1:]):
+        return True
+    raise Unsupported()
 
 
 def _scales(scales, n):
@@ -21,7 +26,8 @@ def _up(rule, mode, x, sizes, scales, nsp):
     supported(x.dtype)
     if x.dim() != nsp + 2 or len(sizes) != nsp or any(int(s) <= 0 for s in sizes):
         raise Unsupported()
-    _nonempty(x)
+    if _empty_batch(x.shape):
+        return x.new_empty([*x.shape[:2], *[int(s) for s in sizes]])
     return run(rule, [x], [int(mode), nsp, *[int(s) for s in sizes]], _scales(scales, nsp))[0]
 
 
@@ -31,9 +37,8 @@ def _up_bwd(rule, mode, g, output_size, input_size, scales, nsp):
     if (g.dim() != nsp + 2 or len(input_size) != nsp + 2 or list(g.shape[2:]) != [int(s) for s in output_size]
             or list(g.shape[:2]) != input_size[:2]):
         raise Unsupported()
-    _nonempty(g)
-    if min(input_size) == 0:
-        raise Unsupported()
+    if _empty_batch(input_size):
+        return g.new_zeros(input_size)
     return run(rule, [g], [int(mode), nsp, *input_size[2:]], _scales(scales, nsp))[0]
 
 
