@@ -111,9 +111,6 @@ class _Fallbacks:
         for k, v in after.items():
             d = v - self.before.get(k, 0)
             if d > 0:
-                parts = k.split(".")
-                if len(parts) >= 3 and parts[-1] == parts[-2]:  # "aten::add.out.out"
-                    k = ".".join(parts[:-1])
                 self.ops[k] = d
         return False
 

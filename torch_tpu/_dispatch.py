@@ -371,10 +371,12 @@ def impl(name, fn, key="PrivateUse1"):
     """Registers fn as the `key` kernel of the ATen overload `name`.  A tpu
     kernel is wrapped with the one fallback behaviour: Unsupported, raised
     by the kernel or by a rule's TPU_UNIMPLEMENTED, runs the call through
-    the CPU fallback.  Other keys (autocast) get fn as it is."""
+    the CPU fallback; so is a sparse kernel (SparsePrivateUse1).  Other
+    keys (autocast, nested tensors) get fn as it is."""
     name = _strip(name)
     if key == "PrivateUse1":
         _registered[name] = fn
+    if key in ("PrivateUse1", "SparsePrivateUse1"):
         fn = _with_fallback(fn, name)
     _lib.impl(name, fn, key)
 
@@ -452,7 +454,7 @@ def alternative(name, fn):
 
 
 def _cpu_fallback(op, *args, **kwargs):
-    name = op.name() if op._overloadname == "default" else f"{op.name()}.{op._overloadname}"
+    name = op.name()  # "aten::add.Tensor"; "aten::relu" for a default overload
     alt = _alternatives.get(op.name())  # OpOverload.name(): "aten::add.Tensor"
     if alt is not None:
         try:
@@ -487,7 +489,7 @@ def _cpu_fallback(op, *args, **kwargs):
             else:
                 orig, new = args[i], cpu_args[i]
             if _is_tpu(orig) and isinstance(new, torch.Tensor):
-                if tuple(orig.shape) != tuple(new.shape):
+                if tuple(orig.shape) != tuple(new.shape) and orig.layout == torch.strided:  # sparse: copy_ resizes
                     orig.resize_(new.shape)
                 orig.copy_(new)
                 mutated[id(new)] = orig
@@ -532,3 +534,4 @@ def install_fallback():
     if not _fallback_installed:
         _fallback_installed = True
         _fallback_lib.fallback(_first_use_fallback, "PrivateUse1")
+        _fallback_lib.fallback(_first_use_fallback, "SparsePrivateUse1")  # sparse COO (ops/sparse.py)

@@ -272,8 +272,7 @@ def run_module(mi, max_samples=None):
         for name, n in torch_tpu.fallback_counts().items():
             d = n - fb_before.get(name, 0)
             if d > 0:
-                k = OU._norm_fallback_name(name)
-                fb[k] = fb.get(k, 0) + d
+                fb[name] = fb.get(name, 0) + d
         res["fallbacks"] = dict(sorted(fb.items()))
         if res["failed_samples"]:
             res["status"] = "fail"

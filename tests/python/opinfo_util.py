@@ -103,15 +103,6 @@ def op_key(op):
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
-def _norm_fallback_name(name):
-    # torch_tpu's fallback counter appends the overload to OpOverload.name(),
-    # which already has it ("aten::add.out.out"); fold the repetition.
-    parts = name.split(".")
-    if len(parts) >= 3 and parts[-1] == parts[-2]:
-        parts = parts[:-1]
-    return ".".join(parts)
-
-
 def tolerance(op):
     import torch
     from torch.testing._internal.common_device_type import toleranceOverride
@@ -523,8 +514,7 @@ def run_op(op, max_samples=None, dtype=None):
         for name, n in fb_after.items():
             d = n - fb_before.get(name, 0)
             if d > 0:
-                nn_ = _norm_fallback_name(name)
-                fb[nn_] = fb.get(nn_, 0) + d
+                fb[name] = fb.get(name, 0) + d
         res["fallbacks"] = dict(sorted(fb.items()))
         if res["failed_samples"]:
             res["status"] = "fail"
