@@ -25,7 +25,7 @@ def is_initialized():
 
 
 def init():
-    _C.ensure_started()
+    _C.ensure_started()  # in a bad fork: RuntimeError, as torch.cuda.init()
 
 
 def __getattr__(name):
@@ -134,7 +134,7 @@ def is_bf16_supported(including_emulation=True):
 
 
 def _is_in_bad_fork():
-    return False
+    return _C.in_bad_fork()
 
 
 def get_amp_supported_dtype():

@@ -472,7 +472,10 @@ tpu_status_t tpu_pjrt_execute(tpu_pjrt_exec_t *exec, tpu_pjrt_buffer_t *const *c
   size_t na = num_args ? num_args : 1, no = nout ? nout : 1;
   size_t bytes = num_lists * (sizeof(pj_buffer_t *const *) + na * sizeof(pj_buffer_t *) +
                               sizeof(pj_buffer_t **) + no * sizeof(pj_buffer_t *) + sizeof(pj_event_t *));
-  char *mem = (char *)calloc(1, bytes);
+  /* On the stack for the few arguments of an eager op (no allocator
+   * round trip per execution); the heap for larger programs. */
+  void *small[64];
+  char *mem = bytes <= sizeof(small) ? (char *)memset(small, 0, bytes) : (char *)calloc(1, bytes);
   if (!mem) return pj_oom();
   pj_buffer_t *const **arg_lists = (pj_buffer_t *const **)mem;
   pj_buffer_t **arg_flat = (pj_buffer_t **)(arg_lists + num_lists);
@@ -500,7 +503,7 @@ tpu_status_t tpu_pjrt_execute(tpu_pjrt_exec_t *exec, tpu_pjrt_buffer_t *const *c
   ea.execute_device = exec->portable ? c->devices[options->device] : NULL;
   tpu_status_t st = tpu_pjrt_status_from_error(api, api->loaded_executable_execute(&ea), "executing");
   if (st) {
-    free(mem);
+    if (mem != (char *)small) free(mem);
     return st;
   }
   /* Wrap every output (wrap destroys the PJRT buffer itself if it fails). */
@@ -517,7 +520,12 @@ tpu_status_t tpu_pjrt_execute(tpu_pjrt_exec_t *exec, tpu_pjrt_buffer_t *const *c
   /* Await (when asked), or hand the completion events to on_done, and
    * always destroy them. */
   pj_join_t *join = NULL;
-  if (!options->wait && options->on_done && !st) {
+  if (!options->wait && options->on_done && !st && num_lists == 1) {
+    /* one device: its completion is the whole execution's, no join */
+    tpu_status_t s2 = tpu_pjrt_event_on_ready(api, events[0], options->on_done, options->on_done_arg);
+    if (s2) options->on_done(s2, options->on_done_arg);
+    events[0] = NULL; /* handed over */
+  } else if (!options->wait && options->on_done && !st) {
     join = (pj_join_t *)calloc(1, sizeof(*join));
     if (!join) st = pj_oom();
     else {
@@ -539,7 +547,7 @@ tpu_status_t tpu_pjrt_execute(tpu_pjrt_exec_t *exec, tpu_pjrt_buffer_t *const *c
     if (s2 && !st) st = s2;
     else tpu_status_free(s2);
   }
-  free(mem);
+  if (mem != (char *)small) free(mem);
   if (st) {
     for (size_t d = 0; d < num_lists; d++)
       for (size_t o = 0; o < nout; o++) {

@@ -122,6 +122,7 @@ static PyObject *py_clear_cache(PyObject *self, PyObject *arg) {
 static PyObject *py_platform(PyObject *self, PyObject *unused) { return PyUnicode_FromString(tpu_rt_platform()); }
 static PyObject *py_identity(PyObject *self, PyObject *unused) { return PyUnicode_FromString(tpu_rt_identity()); }
 static PyObject *py_initialized(PyObject *self, PyObject *unused) { return PyBool_FromLong(tpu_rt_initialized()); }
+static PyObject *py_in_bad_fork(PyObject *self, PyObject *unused) { return PyBool_FromLong(tpu_rt_forked()); }
 
 static PyObject *py_has_rule(PyObject *self, PyObject *arg) {
   const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
@@ -154,6 +155,7 @@ static PyMethodDef methods[] = {
     {"platform", py_platform, METH_NOARGS, ""},
     {"identity", py_identity, METH_NOARGS, ""},
     {"initialized", py_initialized, METH_NOARGS, ""},
+    {"in_bad_fork", py_in_bad_fork, METH_NOARGS, "a child forked after the device started (it cannot use it)"},
     {"has_rule", py_has_rule, METH_O, ""},
     {"rules", py_rules, METH_NOARGS, ""},
     {"shutdown", py_shutdown, METH_NOARGS, ""},

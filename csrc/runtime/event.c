@@ -92,6 +92,14 @@ int64_t tpu_work_in_flight(void) {
   return n;
 }
 
+void tpu_work_after_fork_child(void) {
+  pthread_mutex_init(&W.lock, NULL);
+  pthread_cond_init(&W.cond, NULL);
+  W.done_upto = W.issued;
+  W.error = NULL; /* the parent's to report */
+  W.waiting = NULL;
+}
+
 /* ---- events ---------------------------------------------------------------------- */
 
 tpu_status_t tpu_rt_event_create(tpu_rt_event_t **out_event) {

@@ -50,5 +50,8 @@ void tpu_work_done(tpu_status_t st, void *arg);
 tpu_status_t tpu_work_wait_all(void);
 /* Pieces issued and not yet finished (for tests and stats). */
 int64_t tpu_work_in_flight(void);
+/* In a child process after fork(): the parent's work never completes here;
+ * the record is reset (fresh lock, nothing in flight). */
+void tpu_work_after_fork_child(void);
 
 #endif /* TPU_RUNTIME_EVENT_H_ */

@@ -163,17 +163,23 @@ void err_shutdown(void) {
 }
 
 tpu_status_t graph_flush(tpu_graph_t *g) {
+  if (R.forked) return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_FORKED_MSG);
   if (g->nnodes == 0) {
     if (g->ninputs) graph_discard(g);
     return NULL;
   }
-  /* live outputs: referenced by anything besides the graph */
-  int cap = g->nnodes * 2 + 4, nlive = 0;
-  int *live_node = (int *)malloc(sizeof(int) * (size_t)cap);
-  int *live_out = (int *)malloc(sizeof(int) * (size_t)cap);
+  /* live outputs: referenced by anything besides the graph.  The lists
+   * (and the argument / output arrays below) live on the stack for the
+   * small graphs strict mode flushes per op; the heap takes larger ones. */
+  enum { SMALL = 16 };
+  int small_node[SMALL], small_out[SMALL];
+  int cap = 0, nlive = 0;
+  for (int n = 0; n < g->nnodes; n++) cap += g->nodes[n].nout;
+  int *live_node = cap <= SMALL ? small_node : (int *)malloc(sizeof(int) * (size_t)cap);
+  int *live_out = cap <= SMALL ? small_out : (int *)malloc(sizeof(int) * (size_t)cap);
   if (!live_node || !live_out) {
-    free(live_node);
-    free(live_out);
+    if (live_node != small_node) free(live_node);
+    if (live_out != small_out) free(live_out);
     graph_discard(g);
     return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
   }
@@ -181,11 +187,6 @@ tpu_status_t graph_flush(tpu_graph_t *g) {
   for (int n = 0; n < g->nnodes; n++) {
     for (int o = 0; o < g->nodes[n].nout; o++) {
       if (g->nodes[n].outs[o]->refs > 1) {
-        if (nlive == cap) {
-          cap *= 2;
-          live_node = (int *)realloc(live_node, sizeof(int) * (size_t)cap);
-          live_out = (int *)realloc(live_out, sizeof(int) * (size_t)cap);
-        }
         live_node[nlive] = n;
         live_out[nlive] = o;
         nlive++;
@@ -221,11 +222,14 @@ tpu_status_t graph_flush(tpu_graph_t *g) {
     if (st) goto done;
   }
   {
-    tpu_pjrt_buffer_t **args = (tpu_pjrt_buffer_t **)malloc(sizeof(void *) * (size_t)(g->ninputs + 1));
-    tpu_pjrt_buffer_t **outs = (tpu_pjrt_buffer_t **)calloc((size_t)nlive + 1, sizeof(void *));
+    tpu_pjrt_buffer_t *small_args[SMALL + 1], *small_outs[SMALL + 1];
+    tpu_pjrt_buffer_t **args = g->ninputs <= SMALL ? small_args
+                               : (tpu_pjrt_buffer_t **)malloc(sizeof(void *) * (size_t)(g->ninputs + 1));
+    tpu_pjrt_buffer_t **outs = nlive <= SMALL ? small_outs
+                               : (tpu_pjrt_buffer_t **)malloc(sizeof(void *) * (size_t)(nlive + 1));
     if (!args || !outs) {
-      free(args);
-      free(outs);
+      if (args != small_args) free(args);
+      if (outs != small_outs) free(outs);
       st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
       goto done;
     }
@@ -263,12 +267,12 @@ tpu_status_t graph_flush(tpu_graph_t *g) {
         if (R.mode == TPU_MODE_DEBUG) st = err_check_locked(dev);
       }
     }
-    free(args);
-    free(outs);
+    if (args != small_args) free(args);
+    if (outs != small_outs) free(outs);
   }
 done:
-  free(live_node);
-  free(live_out);
+  if (live_node != small_node) free(live_node);
+  if (live_out != small_out) free(live_out);
   graph_discard(g);
   return st;
 }
@@ -313,6 +317,7 @@ int tpu_rt_pending_nodes(void) {
 
 
 tpu_status_t tpu_rt_synchronize(void) {
+  if (R.forked) return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_FORKED_MSG);
   LOCK();
   tpu_status_t st = flush_all();
   int ndev = RE.ndev;

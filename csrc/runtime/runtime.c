@@ -19,8 +19,28 @@ static void graph_discard_if_ready(int device) {
 
 /* ---- lifetime -------------------------------------------------------------------- */
 
+/* fork(): the child has the parent's memory but none of its threads (the
+ * plugin's included), so, as with CUDA, it cannot use a device its parent
+ * started.  The child's handler resets the locks a parent thread may have
+ * held and marks the runtime: every entry then fails with TPU_FORKED_MSG,
+ * and nothing of the parent's (buffers, client) is touched or freed. */
+static void on_fork_child(void) {
+  pthread_mutex_init(&R.lock, NULL);
+  tpu_work_after_fork_child();
+  if (R.initialized) R.forked = 1;
+}
+
+static void register_fork_handler(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+
+bool tpu_rt_forked(void) { return R.forked != 0; }
+
 tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
+  static pthread_once_t fork_handler = PTHREAD_ONCE_INIT;
   LOCK();
+  if (R.forked) {
+    UNLOCK();
+    return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_FORKED_MSG);
+  }
   if (R.initialized) {
     UNLOCK();
     return NULL;
@@ -50,6 +70,7 @@ tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
   R.no_device_checks = cfg->no_device_checks;
   R.initialized = 1;
   UNLOCK();
+  pthread_once(&fork_handler, register_fork_handler);
   return NULL;
 }
 
@@ -57,7 +78,7 @@ bool tpu_rt_initialized(void) { return R.initialized != 0; }
 
 void tpu_rt_shutdown(void) {
   LOCK();
-  if (!R.initialized) {
+  if (!R.initialized || R.forked) {
     UNLOCK();
     return;
   }

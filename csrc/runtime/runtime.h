@@ -99,6 +99,13 @@ typedef struct tpu_rt_stats {
 /* ---- lifetime ----------------------------------------------------------- */
 tpu_status_t tpu_rt_init(const tpu_rt_config_t *config);
 bool tpu_rt_initialized(void);
+/* In a child process forked after the engine started: the device is the
+ * parent's; every entry fails (TPU_FAILED_PRECONDITION, TPU_FORKED_MSG), as
+ * CUDA's does. */
+bool tpu_rt_forked(void);
+#define TPU_FORKED_MSG                                                                           \
+  "Cannot re-initialize tpu in forked subprocess. To use tpu with multiprocessing, you must use " \
+  "the 'spawn' start method"
 void tpu_rt_shutdown(void);
 int tpu_rt_device_count(void);
 const char *tpu_rt_platform(void);
@@ -117,6 +124,12 @@ void tpu_storage_release(tpu_storage_t *s);
 int64_t tpu_storage_numel(const tpu_storage_t *s);
 tpu_dtype_t tpu_storage_dtype(const tpu_storage_t *s);
 int tpu_storage_device(const tpu_storage_t *s);
+/* An address the host layer gives a storage's bytes ([address, address +
+ * nbytes)), and the way back: the live storage whose range holds `address`
+ * and the byte offset into it (a scan of every live storage, for the rare
+ * paths that carry only an address: DLPack, from_blob); NULL if none. */
+void tpu_storage_set_address(tpu_storage_t *s, uint64_t address);
+tpu_storage_t *tpu_storage_find_address(uint64_t address, uint64_t *out_byte_offset);
 /* Identity of the current value, for tests of in-place semantics. */
 const void *tpu_storage_value_id(const tpu_storage_t *s);
 

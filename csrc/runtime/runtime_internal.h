@@ -50,6 +50,8 @@ struct tpu_storage {
   int device;
   bool untyped;
   tpu_value_t *value;
+  uint64_t address;                    /* the host layer's name for its bytes (0: none) */
+  tpu_storage_t *live_prev, *live_next; /* R.storages: every live storage */
 };
 
 tpu_value_t *value_new(const tpu_hlo_type_t *type, int device);
@@ -173,6 +175,8 @@ typedef struct tpu_runtime {
   tpu_scalar_slot_t scalars[TPU_SCALAR_SLOTS];
   uint64_t scalar_seen[TPU_SCALAR_SLOTS];
   int64_t mem_limit[TPU_PJRT_MAX_DEVICES]; /* bytes; 0 = the device's capacity */
+  tpu_storage_t *storages; /* live storages (tpu_storage_find_address) */
+  int forked;              /* a child forked after the engine started: no device */
   int64_t executions, flushes, ops_recorded, live_values, live_storages;
   int64_t scalar_hits, scalar_misses;
 } tpu_runtime_t;

@@ -30,12 +30,26 @@ void value_retain(tpu_value_t *v) { v->refs++; }
 
 void value_release(tpu_value_t *v) {
   if (!v || --v->refs > 0) return;
-  if (v->buffer) tpu_pjrt_buffer_destroy(v->buffer);
+  if (v->buffer && !R.forked) tpu_pjrt_buffer_destroy(v->buffer); /* a forked child leaves the parent's */
   R.live_values--;
   free(v);
 }
 
 /* ---- storages ------------------------------------------------------------------ */
+
+static void storage_link(tpu_storage_t *s) {
+  s->live_next = R.storages;
+  if (R.storages) R.storages->live_prev = s;
+  R.storages = s;
+  R.live_storages++;
+}
+
+static void storage_unlink(tpu_storage_t *s) {
+  if (s->live_prev) s->live_prev->live_next = s->live_next;
+  else R.storages = s->live_next;
+  if (s->live_next) s->live_next->live_prev = s->live_prev;
+  R.live_storages--;
+}
 
 tpu_storage_t *storage_new(tpu_value_t *value /* ref moved in */) {
   tpu_storage_t *s = (tpu_storage_t *)calloc(1, sizeof(*s));
@@ -45,7 +59,7 @@ tpu_storage_t *storage_new(tpu_value_t *value /* ref moved in */) {
   s->numel = tpu_hlo_type_numel(&value->type);
   s->device = value->device;
   s->value = value;
-  R.live_storages++;
+  storage_link(s);
   return s;
 }
 
@@ -57,7 +71,7 @@ tpu_storage_t *storage_new_lazy(int device, tpu_dtype_t dtype, int64_t numel, bo
   s->numel = numel;
   s->device = device;
   s->untyped = untyped;
-  R.live_storages++;
+  storage_link(s);
   return s;
 }
 
@@ -72,10 +86,28 @@ void tpu_storage_release(tpu_storage_t *s) {
   LOCK();
   if (--s->refs == 0) {
     if (s->value) value_release(s->value);
-    R.live_storages--;
+    storage_unlink(s);
     free(s);
   }
   UNLOCK();
+}
+
+void tpu_storage_set_address(tpu_storage_t *s, uint64_t address) {
+  LOCK();
+  s->address = address;
+  UNLOCK();
+}
+
+tpu_storage_t *tpu_storage_find_address(uint64_t address, uint64_t *out_byte_offset) {
+  tpu_storage_t *found = NULL;
+  LOCK();
+  for (tpu_storage_t *s = R.storages; s && !found; s = s->live_next) {
+    uint64_t n = (uint64_t)s->numel * (uint64_t)tpu_dtype_size(s->dtype);
+    if (s->address && address >= s->address && (address - s->address < n || address == s->address)) found = s;
+  }
+  UNLOCK();
+  *out_byte_offset = found ? address - found->address : 0;
+  return found;
 }
 
 int64_t tpu_storage_numel(const tpu_storage_t *s) { return s->numel; }
@@ -85,6 +117,7 @@ const void *tpu_storage_value_id(const tpu_storage_t *s) { return s->value; }
 size_t tpu_storage_nbytes(const tpu_storage_t *s) { return (size_t)s->numel * tpu_dtype_size(s->dtype); }
 
 tpu_status_t check_started_device(int device) {
+  if (R.forked) return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_FORKED_MSG);
   if (!R.initialized) return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_NOT_STARTED_MSG);
   int n = tpu_pjrt_client_device_count(R.client);
   if (device < 0 || device >= n || device >= TPU_PJRT_MAX_DEVICES)

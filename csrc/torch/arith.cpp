@@ -75,8 +75,9 @@ bool tensor_input(const at::Tensor& t, tpu_dtype_t code, tpu_rt_input_t* in) {
   memset(in, 0, sizeof(*in));
   if (t.device().type() == kTpu) {
     c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-    if (!impl->has_storage() || impl->dim() > TPU_MAX_RANK || t.is_conj() || t.is_neg()) return false;
-    tpu_storage_t* s = storage_of(impl->unsafe_storage());
+    if (impl->dim() > TPU_MAX_RANK || t.is_conj() || t.is_neg()) return false;
+    int64_t offset = 0;
+    tpu_storage_t* s = tensor_storage(impl, &offset);
     tpu_dtype_t own = dtype_code(impl->dtype().toScalarType());
     if (!s || own == TPU_DTYPE_INVALID) return false;
     in->storage = s;
@@ -87,7 +88,7 @@ bool tensor_input(const at::Tensor& t, tpu_dtype_t code, tpu_rt_input_t* in) {
       in->view.sizes[d] = sizes[d];
       in->view.strides[d] = strides[d];
     }
-    in->view.offset = impl->storage_offset();
+    in->view.offset = offset;
     return true;
   }
   if (t.device().is_cpu() && t.dim() == 0 && !t.is_complex()) {

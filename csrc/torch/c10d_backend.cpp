@@ -58,8 +58,8 @@ bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == kT
 
 // The engine storage and view of a tpu tensor (any strides, offset, dtype).
 tpu_storage_t* view_of(const at::Tensor& t, tpu_view_t* v) {
-  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  tpu_storage_t* s = impl->has_storage() ? storage_of(impl->unsafe_storage()) : nullptr;
+  int64_t offset = 0;
+  tpu_storage_t* s = tensor_storage(t.unsafeGetTensorImpl(), &offset);
   TORCH_CHECK_VALUE(s != nullptr, "tpu_dist: expected a tpu tensor backed by the tpu engine");
   TORCH_CHECK(t.dim() <= TPU_MAX_RANK, "tensors of rank ", t.dim(), " are not supported by tpu (max ",
               TPU_MAX_RANK, ")");
@@ -71,7 +71,7 @@ tpu_storage_t* view_of(const at::Tensor& t, tpu_view_t* v) {
     v->sizes[d] = t.size(d);
     v->strides[d] = t.stride(d);
   }
-  v->offset = t.storage_offset();
+  v->offset = offset;
   return s;
 }
 

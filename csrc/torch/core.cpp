@@ -36,7 +36,10 @@ bool started() {
 bool plugin_available() { return started() || !g_plugin.empty(); }
 
 void ensure_started() {
-  if (started()) return;
+  if (started()) {
+    TORCH_CHECK(!tpu_rt_forked(), TPU_FORKED_MSG);
+    return;
+  }
   TORCH_CHECK(g_starter != nullptr, "torch_tpu is not imported: `import torch_tpu` starts the tpu device");
   // The GIL serialises starts (the starter is idempotent); no lock of ours
   // is held while waiting for it.

@@ -32,7 +32,7 @@ static c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
 static c10::DeviceIndex index_of(c10::Device d) {
   TORCH_CHECK(d.type() == kTpu, "tpu: expected a tpu device, got ", d);
   c10::DeviceIndex i = d.has_index() ? d.index() : current_device();
-  TORCH_CHECK(i >= 0 && i < kMaxDevices, "tpu: device index ", static_cast<int>(i), " out of range");
+  check_device_index(i);
   return i;
 }
 
@@ -74,6 +74,16 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
     } catch (...) {
       return 0;
     }
+  }
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    index_of(d);
+    c10::DeviceCapability cap;  // the dtypes the engine holds and converts between
+    cap.capability_data.capability_bits = 0;
+#define TPU_CAPABLE(_1, n) \
+  if (dtype_code(c10::ScalarType::n) != TPU_DTYPE_INVALID) cap.capability_data.supported_scalar_types.has_##n = 1;
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(TPU_CAPABLE)
+#undef TPU_CAPABLE
+    return cap;
   }
 
   // ---- events ----
@@ -137,11 +147,14 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
     resize_storage(storage, newsize);
   }
   c10::DeviceIndex deviceCount() const override { return device_count(); }
-  void setCurrentDevice(c10::DeviceIndex device) const override { set_current_device(device); }
+  void setCurrentDevice(c10::DeviceIndex device) const override {
+    check_device_index(device);
+    set_current_device(device);
+  }
   c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
     c10::DeviceIndex old = current_device();
-    set_current_device(device);
+    setCurrentDevice(device);
     return old;
   }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override { return exchangeDevice(device); }

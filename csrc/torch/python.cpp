@@ -38,8 +38,8 @@ PyObject* g_unsupported = nullptr; // TPU_UNIMPLEMENTED: the op falls back to CP
 int read_at_tensor(const at::Tensor& t, tpu_rt_input_t* in) {
   if (!t.defined() || t.device().type() != kTpu) return 0;
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  if (!impl->has_storage()) return 0;
-  tpu_storage_t* s = storage_of(impl->unsafe_storage());
+  int64_t offset = 0;
+  tpu_storage_t* s = tensor_storage(impl, &offset);
   if (!s) return 0;
   int64_t rank = impl->dim();
   if (rank > TPU_MAX_RANK) {
@@ -60,7 +60,7 @@ int read_at_tensor(const at::Tensor& t, tpu_rt_input_t* in) {
     in->view.sizes[d] = sizes[d];
     in->view.strides[d] = strides[d];
   }
-  in->view.offset = impl->storage_offset();
+  in->view.offset = offset;
   return 1;
 }
 

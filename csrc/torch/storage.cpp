@@ -43,13 +43,37 @@ c10::Device device_from_ptr(const void* p) {
 static void release_storage(void* ctx) { tpu_storage_release(static_cast<tpu_storage_t*>(ctx)); }
 
 c10::DataPtr make_data_ptr(tpu_storage_t* s, c10::DeviceIndex device, size_t nbytes) {
-  return c10::DataPtr(fake_address(device, nbytes), s, &release_storage, c10::Device(kTpu, device));
+  void* address = fake_address(device, nbytes);
+  tpu_storage_set_address(s, reinterpret_cast<uint64_t>(address));
+  return c10::DataPtr(address, s, &release_storage, c10::Device(kTpu, device));
 }
 
 tpu_storage_t* storage_of(const c10::Storage& storage) {
   const c10::DataPtr& dp = storage.data_ptr();
   if (dp.get_deleter() != &release_storage) return nullptr;
   return static_cast<tpu_storage_t*>(dp.get_context());
+}
+
+tpu_storage_t* tensor_storage(const c10::TensorImpl* impl, int64_t* out_offset) {
+  *out_offset = 0;
+  if (!impl->has_storage()) return nullptr;
+  const c10::Storage& storage = impl->unsafe_storage();
+  tpu_storage_t* s = storage_of(storage);
+  if (s) {
+    *out_offset = impl->storage_offset();
+    return s;
+  }
+  // A storage PyTorch built around one of our addresses (torch.from_dlpack,
+  // from_blob in legacy serialization): the engine storage whose range
+  // holds that address; the tensor's offset counts from where it starts.
+  const c10::DataPtr& dp = storage.data_ptr();
+  if (dp.device().type() != kTpu || dp.get() == nullptr) return nullptr;
+  uint64_t byte_offset = 0;
+  s = tpu_storage_find_address(reinterpret_cast<uint64_t>(dp.get()), &byte_offset);
+  int64_t item = static_cast<int64_t>(impl->itemsize());
+  if (!s || item == 0 || byte_offset % static_cast<uint64_t>(item) != 0) return nullptr;
+  *out_offset = static_cast<int64_t>(byte_offset) / item + impl->storage_offset();
+  return s;
 }
 
 at::Tensor make_tensor(tpu_storage_t* s, int rank, const int64_t* dims, tpu_dtype_t dtype) {

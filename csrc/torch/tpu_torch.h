@@ -68,6 +68,10 @@ void set_current_device(c10::DeviceIndex index);
 c10::DataPtr make_data_ptr(tpu_storage_t* s, c10::DeviceIndex device, size_t nbytes);
 // The engine storage of a PyTorch storage, or NULL if it is not a tpu one.
 tpu_storage_t* storage_of(const c10::Storage& storage);
+// The engine storage behind a tpu tensor and the tensor's offset into it in
+// elements (also for a storage PyTorch wrapped around one of our addresses:
+// DLPack, from_blob); NULL if there is none.
+tpu_storage_t* tensor_storage(const c10::TensorImpl* impl, int64_t* out_offset);
 // A contiguous tpu tensor over `s` (reference moved in).
 at::Tensor make_tensor(tpu_storage_t* s, int rank, const int64_t* dims, tpu_dtype_t dtype);
 c10::Allocator* device_allocator();

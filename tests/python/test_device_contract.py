@@ -401,6 +401,87 @@ def test_torch_tpu_api():
         torch.tpu.set_device(torch.tpu.device_count())
 
 
+def test_device_index_out_of_range_raises_everywhere():
+    n = torch.tpu.device_count()
+    before = torch.accelerator.current_device_index()
+    for set_index in (torch.accelerator.set_device_index, torch.tpu.set_device):
+        with pytest.raises(RuntimeError, match="Invalid device index"):
+            set_index(n)
+    with pytest.raises(RuntimeError, match="Invalid device index"):
+        with torch.accelerator.device_index(n + 1):
+            pass
+    with pytest.raises(RuntimeError, match="Invalid device index"):
+        torch.Stream(device=f"tpu:{n + 1}")
+    assert torch.accelerator.current_device_index() == before
+    assert torch.ones(1, device=TPU).device.index == before
+
+
+def test_accelerator_device_capability():
+    cap = torch.accelerator.get_device_capability("tpu:0")
+    for dt in (torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool, torch.complex64):
+        assert dt in cap["supported_dtypes"]
+    assert torch.qint8 not in cap["supported_dtypes"]
+
+
+def test_dlpack_round_trip_shares_the_tensor():
+    x = torch.randn(4, 3).to(TPU)
+    for src in (x, x[1:], x.t()):
+        y = torch.from_dlpack(torch.utils.dlpack.to_dlpack(src))
+        assert y.device == src.device and y.data_ptr() == src.data_ptr()
+        torch.testing.assert_close(y.cpu(), src.cpu())
+        torch.testing.assert_close((y * 2).cpu(), src.cpu() * 2)
+    y = torch.from_dlpack(torch.utils.dlpack.to_dlpack(x))
+    y.add_(1)  # the same memory: x sees it, as on CUDA
+    torch.testing.assert_close(x.cpu(), y.cpu())
+
+
+def test_pickle_and_legacy_save_round_trip():
+    import io
+    import pickle
+    t = torch.randn(3, 4, device=TPU)
+    u = pickle.loads(pickle.dumps(t))
+    assert u.device == t.device and torch.equal(u.cpu(), t.cpu())
+    buf = io.BytesIO()
+    torch.save({"a": t, "row": t[1]}, buf, _use_new_zipfile_serialization=False)
+    buf.seek(0)
+    d = torch.load(buf)
+    assert d["a"].device == t.device and torch.equal(d["a"].cpu(), t.cpu()) and torch.equal(d["row"].cpu(), t[1].cpu())
+
+
+_FORK = r"""
+import multiprocessing as mp, torch
+def child(q):
+    out = [torch.tpu._is_in_bad_fork()]
+    for fn in (torch.tpu.init, lambda: (torch.ones(3, device="tpu") + 1).cpu(), torch.tpu.synchronize):
+        try:
+            fn()
+            out.append("no error")
+        except RuntimeError as e:
+            out.append(str(e).split(".")[0])
+    out.append((torch.ones(2) + 1).sum().item())
+    q.put(out)
+if __name__ == "__main__":
+    x = torch.ones(3, device="tpu") * 2
+    print("parent", torch.tpu._is_in_bad_fork())
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    print("child", q.get(timeout=60))
+    p.join(60)
+    print("exit", p.exitcode, (x + 1).sum().item())
+"""
+
+
+def test_forked_child_raises_instead_of_hanging():
+    r = subprocess.run([sys.executable, "-c", _FORK], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "parent False" in r.stdout
+    msg = "Cannot re-initialize tpu in forked subprocess"
+    assert f"child [True, '{msg}', '{msg}', '{msg}', 4.0]" in r.stdout, r.stdout
+    assert "exit 0 9.0" in r.stdout
+
+
 # ---- lazy start ----------------------------------------------------------------------------
 
 _LAZY = r"""
