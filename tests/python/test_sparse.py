@@ -112,3 +112,19 @@ def test_bad_input_raises_like_cpu():
             torch.mm(s.to(dev), d.to(dev))
         with pytest.raises(RuntimeError, match="same size"):
             torch.randn(2, 2).to(dev) + s.to(dev)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+@pytest.mark.parametrize("padding_idx", [None, 2])
+def test_sparse_embedding_bag_gradient_on_device(mode, padding_idx):
+    torch.manual_seed(0)
+    cpu = torch.nn.EmbeddingBag(10, 3, mode=mode, sparse=True, padding_idx=padding_idx)
+    dev = torch.nn.EmbeddingBag(10, 3, mode=mode, sparse=True, padding_idx=padding_idx)
+    dev.load_state_dict(cpu.state_dict())
+    dev.to(T)
+    idx, off, w = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 4]), torch.randn(2, 3)
+    (cpu(idx, off) * w).sum().backward()
+    no_fallback(lambda: (dev(idx.to(T), off.to(T)) * w.to(T)).sum().backward())
+    got, want = dev.weight.grad, cpu.weight.grad
+    assert got.layout == torch.sparse_coo and got._nnz() == want._nnz()
+    torch.testing.assert_close(got.cpu().to_dense(), want.to_dense())

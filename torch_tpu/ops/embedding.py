@@ -79,8 +79,8 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
 @register("aten::_embedding_bag_backward")
 def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights,
                            scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx=-1):
-    if sparse or grad.dim() != 2:
-        raise Unsupported("_embedding_bag_backward: sparse")
+    if grad.dim() != 2 or (sparse and mode == 2):
+        raise Unsupported("_embedding_bag_backward: sparse max")  # CPU's error
     dim = grad.shape[1]
     out = torch.zeros(num_weights, dim, dtype=grad.dtype, device=grad.device)
     if mode == 2:
@@ -101,6 +101,11 @@ def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum
         freq = torch.zeros(num_weights, dtype=rows.dtype, device=rows.device).index_add(
             0, indices, torch.ones_like(indices, dtype=rows.dtype))
         rows = rows / freq.index_select(0, indices).unsqueeze(1)
+    if sparse:  # one entry per looked-up index (the padding index's dropped), uncoalesced as on CPU
+        if padding_idx is not None and padding_idx >= 0:
+            keep = (indices != padding_idx).nonzero().squeeze(1)
+            indices, rows = indices.index_select(0, keep), rows.index_select(0, keep)
+        return torch.sparse_coo_tensor(indices.unsqueeze(0), rows, (num_weights, dim), check_invariants=False)
     return out.index_add(0, indices, rows)
 
 
