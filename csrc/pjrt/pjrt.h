@@ -118,6 +118,12 @@ typedef struct tpu_pjrt_memory_stats {
 #define TPU_PJRT_MAX_DEVICES 64
 void tpu_pjrt_memory_stats(tpu_pjrt_client_t *client, int device, tpu_pjrt_memory_stats_t *out);
 void tpu_pjrt_memory_reset_peak(int device);
+/* Bytes promised to storages that hold no buffer yet (an allocator's
+ * storage before its first write), counted in bytes_in_use and its peak as
+ * the buffer will be, so what a process holds moves at allocation, as on
+ * CUDA; a negative delta gives them back.  Buffer counts and the
+ * cumulative figures count buffers only. */
+void tpu_pjrt_memory_promise(int device, int64_t delta);
 void tpu_pjrt_memory_reset_accumulated(int device);
 
 /* Registers host memory with the plugin for DMA (pinned memory); returns

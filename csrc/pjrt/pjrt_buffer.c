@@ -47,6 +47,13 @@ static void pj_mem_sub(int device, size_t nbytes) {
   atomic_fetch_add(&m->frees, 1);
 }
 
+void tpu_pjrt_memory_promise(int device, int64_t delta) {
+  if (device < 0 || device >= TPU_PJRT_MAX_DEVICES || delta == 0) return;
+  pj_mem_t *m = &pj_mem[device];
+  long long now = atomic_fetch_add(&m->in_use, (long long)delta) + (long long)delta;
+  if (delta > 0) pj_raise_peak(&m->peak, now);
+}
+
 void tpu_pjrt_memory_stats(tpu_pjrt_client_t *client, int device, tpu_pjrt_memory_stats_t *out) {
   memset(out, 0, sizeof(*out));
   out->plugin_bytes_in_use = out->plugin_bytes_limit = out->plugin_peak_bytes_in_use = -1;

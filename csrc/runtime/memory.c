@@ -71,6 +71,18 @@ static void fmt_bytes(int64_t b, char *buf, size_t n) {
   else snprintf(buf, n, "%.2f %s", v, u[i]);
 }
 
+/* The device's capacity, asked once (it does not change): the check below
+ * runs on every allocation and flush. */
+static int64_t capacity_locked(int device) {
+  static int64_t capacity[TPU_PJRT_MAX_DEVICES];
+  if (capacity[device] == 0) {
+    tpu_rt_memory_info_t mi;
+    memory_info_locked(device, &mi);
+    capacity[device] = mi.total_bytes > 0 ? mi.total_bytes : -1;
+  }
+  return capacity[device];
+}
+
 /* Refuses an allocation of `request` bytes that would pass the device's
  * limit (set_per_process_memory_fraction, or its whole capacity), with
  * CUDA's message shape; the engine maps it to torch.OutOfMemoryError. */
@@ -79,14 +91,13 @@ tpu_status_t memory_check(int device, int64_t request, const char *what) {
   tpu_pjrt_memory_stats_t ms;
   tpu_pjrt_memory_stats(NULL, device, &ms);
   int64_t limit = R.mem_limit[device];
-  if (limit <= 0 && ms.bytes_in_use + request < ((int64_t)1 << 30)) return NULL; /* the common case: no probe */
-  tpu_rt_memory_info_t mi;
-  memory_info_locked(device, &mi);
-  if (limit <= 0) limit = mi.total_bytes;
+  if (limit <= 0 && ms.bytes_in_use + request < ((int64_t)1 << 30)) return NULL; /* the common case */
+  int64_t total = capacity_locked(device);
+  if (limit <= 0) limit = total;
   if (limit <= 0 || ms.bytes_in_use + request <= limit) return NULL;
   char a[32], b[32], c[32], d[32];
   fmt_bytes(request, a, sizeof(a));
-  fmt_bytes(mi.total_bytes, b, sizeof(b));
+  fmt_bytes(total, b, sizeof(b));
   fmt_bytes(ms.bytes_in_use, c, sizeof(c));
   fmt_bytes(limit, d, sizeof(d));
   return tpu_status_make(TPU_RESOURCE_EXHAUSTED,

@@ -250,9 +250,11 @@ tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const 
       src->view.rank == dst_view->rank &&
       !memcmp(src->view.sizes, dst_view->sizes, sizeof(int64_t) * (size_t)dst_view->rank)) {
     tpu_value_t *v = src->storage->value;
+    int64_t promised = storage_promised(dst);
     value_retain(v);
     if (dst->value) value_release(dst->value);
     dst->value = v;
+    storage_repromise(dst, promised);
     UNLOCK();
     return NULL;
   }
@@ -280,9 +282,11 @@ tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const 
     return st;
   }
   tpu_value_t *nv = node->outs[0];
+  int64_t promised = storage_promised(dst);
   value_retain(nv);
   if (dst->value) value_release(dst->value);
   dst->value = nv;
+  storage_repromise(dst, promised);
   st = maybe_flush_after_op(g);
   UNLOCK();
   return st;

@@ -59,6 +59,11 @@ void value_retain(tpu_value_t *v);
 void value_release(tpu_value_t *v);
 tpu_storage_t *storage_new(tpu_value_t *value /* ref moved in */);
 tpu_storage_t *storage_new_lazy(int device, tpu_dtype_t dtype, int64_t numel, bool untyped);
+/* The bytes a storage with no value holds in the device's accounts
+ * (tpu_pjrt_memory_promise): storage_promised before a change of its value
+ * or size, storage_repromise(s, before) after it. */
+int64_t storage_promised(const tpu_storage_t *s);
+void storage_repromise(const tpu_storage_t *s, int64_t before);
 
 /* Views: bounds and dtype checks (an untyped storage takes the view's
  * dtype); identity test; the attrs of view_read / view_write. */

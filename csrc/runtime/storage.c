@@ -51,6 +51,12 @@ static void storage_unlink(tpu_storage_t *s) {
   R.live_storages--;
 }
 
+int64_t storage_promised(const tpu_storage_t *s) { return s->value ? 0 : (int64_t)tpu_storage_nbytes(s); }
+
+void storage_repromise(const tpu_storage_t *s, int64_t before) {
+  tpu_pjrt_memory_promise(s->device, storage_promised(s) - before);
+}
+
 tpu_storage_t *storage_new(tpu_value_t *value /* ref moved in */) {
   tpu_storage_t *s = (tpu_storage_t *)calloc(1, sizeof(*s));
   if (!s) return NULL;
@@ -72,6 +78,7 @@ tpu_storage_t *storage_new_lazy(int device, tpu_dtype_t dtype, int64_t numel, bo
   s->device = device;
   s->untyped = untyped;
   storage_link(s);
+  storage_repromise(s, 0);
   return s;
 }
 
@@ -86,6 +93,7 @@ void tpu_storage_release(tpu_storage_t *s) {
   LOCK();
   if (--s->refs == 0) {
     if (s->value) value_release(s->value);
+    else tpu_pjrt_memory_promise(s->device, -storage_promised(s));
     storage_unlink(s);
     free(s);
   }
@@ -130,6 +138,7 @@ tpu_status_t tpu_rt_storage_alloc(int device, size_t nbytes, tpu_storage_t **out
   *out_storage = NULL;
   LOCK();
   tpu_status_t st = check_started_device(device);
+  if (!st) st = memory_check(device, (int64_t)nbytes, "allocating");
   if (!st) {
     *out_storage = storage_new_lazy(device, TPU_U8, (int64_t)nbytes, true);
     if (!*out_storage) st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
@@ -145,6 +154,7 @@ tpu_status_t tpu_rt_storage_empty(int device, tpu_dtype_t dtype, int64_t numel, 
                            (int)dtype);
   LOCK();
   tpu_status_t st = check_started_device(device);
+  if (!st) st = memory_check(device, numel * (int64_t)tpu_dtype_size(dtype), "allocating");
   if (!st) {
     *out_storage = storage_new_lazy(device, dtype, numel, false);
     if (!*out_storage) st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
@@ -155,6 +165,7 @@ tpu_status_t tpu_rt_storage_empty(int device, tpu_dtype_t dtype, int64_t numel, 
 
 tpu_status_t tpu_rt_storage_resize(tpu_storage_t *s, size_t nbytes) {
   LOCK();
+  int64_t promised = storage_promised(s);
   size_t isz = tpu_dtype_size(s->dtype);
   tpu_dtype_t dt = nbytes % isz == 0 ? s->dtype : TPU_U8;
   size_t esz = tpu_dtype_size(dt);
@@ -196,11 +207,13 @@ tpu_status_t tpu_rt_storage_resize(tpu_storage_t *s, size_t nbytes) {
       s->numel = numel;
       st = maybe_flush_after_op(g);
     }
+    storage_repromise(s, promised);
     UNLOCK();
     return st;
   }
   s->dtype = dt;
   s->numel = numel;
+  storage_repromise(s, promised);
   UNLOCK();
   return st;
 }

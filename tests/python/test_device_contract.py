@@ -307,6 +307,33 @@ def test_memory_allocated_moves_by_tensor_size():
     torch.tpu.empty_cache()
 
 
+def test_memory_allocated_counts_empty_tensors_as_cuda():
+    def held(nbytes):  # a fill's scalar may join the engine's small scalar cache (a few bytes)
+        torch.tpu.synchronize()
+        return 0 <= torch.tpu.memory_allocated() - base - nbytes < 64
+
+    torch.tpu.synchronize()
+    base = torch.tpu.memory_allocated()
+    x = torch.empty(1 << 20, device=TPU)  # no buffer yet, but held, as a CUDA allocation
+    assert torch.tpu.memory_allocated() - base == 4 << 20
+    x.fill_(1.0)
+    assert held(4 << 20)
+    del x
+    assert held(0)
+    m = torch.nn.Linear(256, 128).to_empty(device=TPU)
+    assert held((256 * 128 + 128) * 4)
+    torch.nn.init.zeros_(m.weight)
+    assert held((256 * 128 + 128) * 4)
+    st = torch.empty(64, device=TPU).untyped_storage()
+    st.resize_(0)
+    del m
+    assert held(0)
+    st.resize_(1024)
+    assert held(1024)
+    del st
+    assert held(0)
+
+
 def test_storage_resize_releases_and_reallocates():
     x = torch.arange(1 << 16, dtype=torch.float32, device=TPU) + 1  # 256 KiB
     torch.tpu.synchronize()
