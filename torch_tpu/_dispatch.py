@@ -455,7 +455,7 @@ def alternative(name, fn):
 
 def _cpu_fallback(op, *args, **kwargs):
     name = op.name()  # "aten::add.Tensor"; "aten::relu" for a default overload
-    alt = _alternatives.get(op.name())  # OpOverload.name(): "aten::add.Tensor"
+    alt = _alternatives.get(name)
     if alt is not None:
         try:
             return alt(*args, **kwargs)

@@ -20,6 +20,7 @@
 #define TPU_RUNTIME_RUNTIME_INTERNAL_H_
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "base/arena.h"
 #include "runtime/cache.h"
@@ -50,7 +51,7 @@ struct tpu_storage {
   int device;
   bool untyped;
   tpu_value_t *value;
-  uint64_t address;                    /* the host layer's name for its bytes (0: none) */
+  _Atomic uint64_t address;             /* the host layer's name for its bytes (0: none) */
   tpu_storage_t *live_prev, *live_next; /* R.storages: every live storage */
 };
 

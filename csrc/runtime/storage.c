@@ -100,10 +100,11 @@ void tpu_storage_release(tpu_storage_t *s) {
   UNLOCK();
 }
 
+/* Once per result tensor, so no lock: a storage being named is not yet
+ * reachable through any address, and the scan below reads the field
+ * atomically. */
 void tpu_storage_set_address(tpu_storage_t *s, uint64_t address) {
-  LOCK();
-  s->address = address;
-  UNLOCK();
+  atomic_store_explicit(&s->address, address, memory_order_relaxed);
 }
 
 tpu_storage_t *tpu_storage_find_address(uint64_t address, uint64_t *out_byte_offset) {
@@ -111,10 +112,14 @@ tpu_storage_t *tpu_storage_find_address(uint64_t address, uint64_t *out_byte_off
   LOCK();
   for (tpu_storage_t *s = R.storages; s && !found; s = s->live_next) {
     uint64_t n = (uint64_t)s->numel * (uint64_t)tpu_dtype_size(s->dtype);
-    if (s->address && address >= s->address && (address - s->address < n || address == s->address)) found = s;
+    uint64_t base = atomic_load_explicit(&s->address, memory_order_relaxed);
+    if (base && address >= base && (address - base < n || address == base)) {
+      found = s;
+      *out_byte_offset = address - base;
+    }
   }
   UNLOCK();
-  *out_byte_offset = found ? address - found->address : 0;
+  if (!found) *out_byte_offset = 0;
   return found;
 }
 

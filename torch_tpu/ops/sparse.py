@@ -6,12 +6,15 @@ that structure are device-neutral in ATen but registered per backend, so
 they are reached here through the SparseCPU kernel (redispatch): the
 constructors, _indices / _values, sparse_dim / dense_dim / _nnz,
 is_coalesced, the resize ops, copy_sparse_to_sparse_, empty and zero_.
-On the device: to_dense (a scatter-add of the values), and sparse x dense
-products (mm, addmm: a row gather of the dense operand, scaled by the
-values, summed into the output rows with index_add), the op behind
-torch.sparse.mm and nn.Embedding(sparse=True)'s consumers.  Every other
-sparse op runs through the CPU fallback (tensors copied over and back,
-sparse ones as sparse), counted and warned as any other.
+On the device, composed of dense ops: to_dense and dense + sparse add (a
+scatter-add of the values), sparse x dense mm / addmm (a row gather of the
+dense operand, scaled by the values, summed into the output rows),
+sparse_mask, coalesce (torch.unique over linearized indices: one host
+read) and dense -> sparse (nonzero: one host read): what torch.sparse.mm
+and nn.Embedding / EmbeddingBag(sparse=True) with SGD, SparseAdam or
+Adagrad meet.  Every other sparse op runs through the CPU fallback
+(tensors copied over and back, sparse ones as sparse), counted and warned
+as any other.
 """
 import torch
 
@@ -56,12 +59,18 @@ def _copy_from(self, dst, non_blocking=False):
 impl("_copy_from", _copy_from, key=_KEY)
 
 
+def _scatter_into(dense, sparse, alpha):
+    """dense (modified) += alpha * sparse, duplicates summed."""
+    if sparse._nnz():
+        values = sparse._values()
+        if alpha != 1:
+            values = values * alpha
+        dense.index_put_(tuple(sparse._indices()), values.to(dense.dtype), accumulate=True)
+    return dense
+
+
 def _to_dense(self, dtype=None, masked_grad=None):
-    out = torch.zeros(self.shape, dtype=dtype or self.dtype, device=self.device)
-    if self._nnz():
-        values = self._values()
-        out.index_put_(tuple(self._indices()), values.to(out.dtype), accumulate=True)
-    return out
+    return _scatter_into(torch.zeros(self.shape, dtype=dtype or self.dtype, device=self.device), self, 1)
 
 
 impl("_to_dense", _to_dense, key=_KEY)
@@ -105,16 +114,6 @@ impl("addmm", _addmm, key=_KEY)
 
 
 # ---- what sparse gradients meet in an optimizer step ------------------------------------------
-
-
-def _scatter_into(dense, sparse, alpha):
-    """dense (modified) += alpha * sparse, duplicates summed."""
-    if sparse._nnz():
-        values = sparse._values()
-        if alpha != 1:
-            values = values * alpha
-        dense.index_put_(tuple(sparse._indices()), values.to(dense.dtype), accumulate=True)
-    return dense
 
 
 def _check_add(dense, sparse):
