@@ -451,6 +451,9 @@ tpu_status_t tpu_cache_compile(tpu_cache_t *c, uint64_t key, const char *text, s
   uint64_t text_hash = tpu_hash_bytes(TPU_HASH_SEED, text, text_len);
   uint64_t okey = tpu_hash_u64(0, (uint64_t)(options ? options->num_replicas : 0));
   okey = tpu_hash_u64(okey, (uint64_t)(options ? options->portable : 0));
+  /* a replicated program is compiled for its devices, in order */
+  for (int i = 0; options && options->device_ids && i < options->num_replicas; i++)
+    okey = tpu_hash_u64(okey, (uint64_t)options->device_ids[i]);
   uint64_t fkey = tpu_hash_u64(tpu_hash_u64(text_hash, c->identity_hash), okey);
   if (c->refused_msg) { /* warned here, not at create: the plugin's start hides stderr */
     fprintf(stderr, "%s\n", c->refused_msg);

@@ -161,6 +161,23 @@ tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void 
  * copied device to device.  Asynchronous. */
 tpu_status_t tpu_rt_view_to_device(tpu_storage_t *s, const tpu_view_t *view, int device, tpu_storage_t **out_storage);
 
+/* ---- collectives across this process's devices --------------------------------- */
+typedef enum tpu_rt_collective {
+  TPU_RT_ALL_REDUCE,     /* every member gets the reduction of all inputs */
+  TPU_RT_ALL_GATHER,     /* every member gets the inputs concatenated along dim 0 */
+  TPU_RT_REDUCE_SCATTER, /* member i gets block i (dim 0) of the reduction */
+} tpu_rt_collective_t;
+/* One replicated program over n local devices (the plugin's in-process
+ * collectives): member i's input is views[i] of storages[i], each on a
+ * device of its own, all of one dtype and shape; its result is a new dense
+ * storage on that device (out_storages[i], caller owns it).  reduce names
+ * the combiner: "add", "multiply", "minimum", "maximum", "and", "or"
+ * (ignored by all_gather).  all_gather and reduce_scatter work on dim 0
+ * (rank >= 1; reduce_scatter's dim 0 a multiple of n).  Asynchronous:
+ * events and synchronize cover it. */
+tpu_status_t tpu_rt_collective(tpu_rt_collective_t kind, const char *reduce, tpu_storage_t *const *storages,
+                               const tpu_view_t *views, int n, tpu_storage_t **out_storages);
+
 /* ---- ops ---------------------------------------------------------------------- */
 /* Records (and in strict/debug mode runs) `rule` on inputs.  Returns one new
  * storage per output (caller owns them) with their shapes/dtypes. */

@@ -8,6 +8,7 @@
  *               synchronize
  *   scalar.c    Python numbers as device inputs, and their cache
  *   transfer.c  host <-> device copies, DMA mapping
+ *   collective.c  collectives across this process's devices
  *   memory.c    device memory figures, limits, the out-of-memory check
  *   event.c     the record of issued work and events (event.h)
  *   errors.c    the error state's checks and messages (errors.h)
@@ -72,6 +73,9 @@ tpu_status_t check_view(tpu_storage_t *s, const tpu_view_t *view);
 bool view_is_identity(const tpu_view_t *view, const tpu_hlo_type_t *t);
 #define TPU_VIEW_ATTRS (2 + 2 * TPU_MAX_RANK + 1)
 int view_attrs(const tpu_view_t *v, int64_t *ints);
+/* The value of a view of s as a materialised value of its own (a view_read
+ * node run now, unless the view is the whole value; transfer.c). */
+tpu_status_t view_value(tpu_storage_t *s, const tpu_view_t *view, tpu_value_t **out);
 
 /* ---- the pending graphs --------------------------------------------------------- */
 

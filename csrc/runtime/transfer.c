@@ -113,9 +113,7 @@ tpu_status_t tpu_rt_dma_unmap(void *data) {
   return st;
 }
 
-/* The value of a view of s as a materialised value of its own (a view_read
- * node run now, unless the view is the whole value).  Lock held. */
-static tpu_status_t view_value(tpu_storage_t *s, const tpu_view_t *view, tpu_value_t **out) {
+tpu_status_t view_value(tpu_storage_t *s, const tpu_view_t *view, tpu_value_t **out) {
   *out = NULL;
   TPU_PROPAGATE(check_view(s, view));
   tpu_graph_t *g = graph_of(s->device);

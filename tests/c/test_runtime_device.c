@@ -242,3 +242,70 @@ TT_TEST(runtime_async_upload) {
   tpu_storage_release(s);
   tpu_rt_shutdown();
 }
+
+/* Collectives across the process's devices: one replicated program; the
+ * inputs may be pending (fused mode) and views; bad members are refused. */
+static void collectives(tpu_eager_mode_t mode) {
+  tpu_rt_config_t cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.plugin_path = tt_plugin_path();
+  cfg.num_devices = 2;
+  cfg.mode = mode;
+  TT_CHECK_OK(tpu_rt_init(&cfg));
+  float h0[4] = {1, 2, 3, 4}, h1[4] = {10, -20, 30, 40};
+  int64_t d4 = 4;
+  tpu_storage_t *in[2], *out[2];
+  TT_CHECK_OK(tpu_rt_storage_from_host(0, TPU_F32, &d4, 1, h0, &in[0]));
+  TT_CHECK_OK(tpu_rt_storage_from_host(1, TPU_F32, &d4, 1, h1, &in[1]));
+  tpu_view_t v[2] = {flat(TPU_F32, 4, 0), flat(TPU_F32, 4, 0)};
+  /* all_reduce max */
+  TT_CHECK_OK(tpu_rt_collective(TPU_RT_ALL_REDUCE, "maximum", in, v, 2, out));
+  for (int r = 0; r < 2; r++) {
+    float got[4];
+    TT_CHECK(tpu_storage_device(out[r]) == r);
+    TT_CHECK_OK(tpu_rt_view_to_host(out[r], &v[0], got, sizeof got));
+    for (int i = 0; i < 4; i++) TT_CHECK(got[i] == (h0[i] > h1[i] ? h0[i] : h1[i]));
+    tpu_storage_release(out[r]);
+  }
+  /* all_gather of a strided view (elements 1 and 3 of each) */
+  tpu_view_t odd[2] = {flat(TPU_F32, 2, 1), flat(TPU_F32, 2, 1)};
+  odd[0].strides[0] = odd[1].strides[0] = 2;
+  TT_CHECK_OK(tpu_rt_collective(TPU_RT_ALL_GATHER, NULL, in, odd, 2, out));
+  for (int r = 0; r < 2; r++) {
+    float got[4], want[4] = {2, 4, -20, 40};
+    TT_CHECK_OK(tpu_rt_view_to_host(out[r], &v[0], got, sizeof got));
+    TT_CHECK(!memcmp(got, want, sizeof got));
+    tpu_storage_release(out[r]);
+  }
+  /* reduce_scatter add: member r gets block r of the sum */
+  TT_CHECK_OK(tpu_rt_collective(TPU_RT_REDUCE_SCATTER, "add", in, v, 2, out));
+  for (int r = 0; r < 2; r++) {
+    float got[2];
+    tpu_view_t v2 = flat(TPU_F32, 2, 0);
+    TT_CHECK_OK(tpu_rt_view_to_host(out[r], &v2, got, sizeof got));
+    TT_CHECK(got[0] == h0[2 * r] + h1[2 * r] && got[1] == h0[2 * r + 1] + h1[2 * r + 1]);
+    tpu_storage_release(out[r]);
+  }
+  /* bad members: one device twice, shapes that differ, an odd split, a bad combiner */
+  tpu_storage_t *twice[2] = {in[0], in[0]};
+  tpu_status_t st = tpu_rt_collective(TPU_RT_ALL_REDUCE, "add", twice, v, 2, out);
+  TT_CHECK(st && tpu_status_code(st) == TPU_INVALID_ARGUMENT && strstr(tpu_status_message(st), "both on tpu:0"));
+  tpu_status_free(st);
+  tpu_view_t mixed[2] = {flat(TPU_F32, 4, 0), flat(TPU_F32, 3, 0)};
+  st = tpu_rt_collective(TPU_RT_ALL_REDUCE, "add", in, mixed, 2, out);
+  TT_CHECK(st && strstr(tpu_status_message(st), "tensor 1 is tensor<3xf32>"));
+  tpu_status_free(st);
+  tpu_view_t three[2] = {flat(TPU_F32, 3, 0), flat(TPU_F32, 3, 0)};
+  st = tpu_rt_collective(TPU_RT_REDUCE_SCATTER, "add", in, three, 2, out);
+  TT_CHECK(st && strstr(tpu_status_message(st), "does not split"));
+  tpu_status_free(st);
+  st = tpu_rt_collective(TPU_RT_ALL_REDUCE, "mean", in, v, 2, out);
+  TT_CHECK(st && strstr(tpu_status_message(st), "unknown reduction"));
+  tpu_status_free(st);
+  TT_CHECK(out[0] == NULL && out[1] == NULL);
+  tpu_storage_release(in[0]);
+  tpu_storage_release(in[1]);
+  tpu_rt_shutdown();
+}
+TT_TEST(runtime_collectives_strict) { collectives(TPU_MODE_STRICT); }
+TT_TEST(runtime_collectives_fused) { collectives(TPU_MODE_FUSED); }
