@@ -47,10 +47,11 @@ def _register():
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     register_optimizer_step_post_hook(_flush_after_step)
-    from . import _compile, _distributed
+    from . import _compile, _distributed, comm
 
     _compile.route_default_backend()
     _distributed.register()
+    comm.install()
 
 
 _register()

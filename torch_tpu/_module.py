@@ -34,6 +34,10 @@ def __getattr__(name):
     # device RNG states only when `_initialized` is true).
     if name == "_initialized":
         return _C.initialized()
+    if name == "comm":  # torch.tpu.comm, as torch.cuda.comm
+        from . import comm
+
+        return comm
     if name == "default_generators":
         return tuple(_C.default_generator(i) for i in range(max(device_count(), 1)))
     raise AttributeError(f"module 'torch.tpu' has no attribute '{name}'")

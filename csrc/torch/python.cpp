@@ -282,6 +282,56 @@ PyObject* py_to_device(PyObject*, PyObject* args) {
   return guarded([&]() -> PyObject* { return THPVariable_Wrap(make_tensor(s, in.view.rank, in.view.sizes, in.view.dtype)); });
 }
 
+// collective(kind, reduce, tensors) -> new tensors, one per member: a
+// collective across this process's tpu devices (tpu_rt_collective; kind 0
+// all_reduce, 1 all_gather, 2 reduce_scatter), one tensor per device.
+PyObject* py_collective(PyObject*, PyObject* args) {
+  int kind;
+  const char* reduce;
+  PyObject* seq;
+  if (!PyArg_ParseTuple(args, "izO", &kind, &reduce, &seq)) return nullptr;
+  PyObject* fast = PySequence_Fast(seq, "collective: tensors must be a sequence");
+  if (!fast) return nullptr;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  if (n < 1 || n > TPU_PJRT_MAX_DEVICES) {
+    Py_DECREF(fast);
+    PyErr_Format(PyExc_ValueError, "collective: takes 1 to %d tensors, got %zd", TPU_PJRT_MAX_DEVICES, n);
+    return nullptr;
+  }
+  tpu_storage_t* storages[TPU_PJRT_MAX_DEVICES];
+  tpu_view_t views[TPU_PJRT_MAX_DEVICES];
+  for (Py_ssize_t i = 0; i < n; i++) {
+    tpu_rt_input_t in;
+    int r = read_tensor(PySequence_Fast_GET_ITEM(fast, i), &in);
+    if (r <= 0) {
+      Py_DECREF(fast);
+      if (r == 0) PyErr_Format(g_not_tpu, "collective: tensor %zd is not a tpu tensor", i);
+      return nullptr;
+    }
+    storages[i] = in.storage;
+    views[i] = in.view;
+  }
+  tpu_storage_t* outs[TPU_PJRT_MAX_DEVICES];
+  tpu_status_t st;
+  Py_BEGIN_ALLOW_THREADS
+  st = tpu_rt_collective(static_cast<tpu_rt_collective_t>(kind), reduce, storages, views, static_cast<int>(n), outs);
+  Py_END_ALLOW_THREADS
+  Py_DECREF(fast);  // the tensors kept their storages alive until here
+  if (st) return tpu_py_raise_status(st);
+  int64_t dims[TPU_MAX_RANK];
+  int rank = views[0].rank;
+  for (int d = 0; d < rank; d++) dims[d] = views[0].sizes[d];
+  if (kind == TPU_RT_ALL_GATHER) dims[0] *= n;
+  if (kind == TPU_RT_REDUCE_SCATTER) dims[0] /= n;
+  return guarded([&]() -> PyObject* {
+    std::vector<at::Tensor> results;  // each takes its storage's reference
+    for (Py_ssize_t i = 0; i < n; i++) results.push_back(make_tensor(outs[i], rank, dims, views[0].dtype));
+    PyObject* list = PyList_New(n);
+    for (Py_ssize_t i = 0; list && i < n; i++) PyList_SET_ITEM(list, i, THPVariable_Wrap(results[i]));
+    return list;
+  });
+}
+
 // op_random(rule, generator_or_None, device_index, inputs, ints=None, floats=None)
 // -> list of new tpu tensors (the generator's state is input 0 and the
 // advanced state, the rule's last output, stays with the generator).
@@ -626,6 +676,7 @@ PyMethodDef torch_methods[] = {
     {"write", py_write, METH_VARARGS, "write(dst, src): dst[...] = src through the view machinery"},
     {"to_host", py_to_host, METH_VARARGS, "to_host(tensor, address, nbytes)"},
     {"to_device", py_to_device, METH_VARARGS, "to_device(tensor, device) -> copy on another tpu device"},
+    {"collective", py_collective, METH_VARARGS, "collective(kind, reduce, tensors) -> a result per device"},
     {"from_host", py_from_host, METH_VARARGS, "from_host(address, shape, dtype_code, device, non_blocking) -> tensor"},
     {"is_tpu", py_is_tpu, METH_O, "is this a tpu tensor backed by the engine"},
     {"storage_info", py_storage_info, METH_O, "(storage id, value id, nbytes) of a tpu tensor's storage"},

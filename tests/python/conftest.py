@@ -42,6 +42,7 @@ _ONLY_IN = {
     "test_compile.py": ("strict",),
     "test_distributed.py": ("strict",),
     "test_multi_device.py": ("strict",),
+    "test_comm.py": ("strict",),
     "test_hf_loading.py": ("strict",),
     # debug runs strict's programs op for op, so its numbers are strict's; these
     # sweeps and end-to-end models run in strict and fused
