@@ -33,18 +33,16 @@ def _complex_dt(dt):
     return dt
 
 
-def _operand(x, dt):
+def _operand(x, dt, *near):
     """A tpu tensor as is; a Python number or 0-d CPU tensor as a 0-d tpu
-    tensor of dt (uploaded)."""
-    if isinstance(x, torch.Tensor):
-        if _C.is_tpu(x):
-            return x
-        if x.device.type == "cpu" and x.dim() == 0:
-            from .core import from_host
-            return from_host(x.to(dt))
+    tensor of dt, uploaded to the device of the first tpu tensor in near."""
+    if isinstance(x, torch.Tensor) and _C.is_tpu(x):
+        return x
+    if isinstance(x, torch.Tensor) and (x.device.type != "cpu" or x.dim() != 0):
         raise RuntimeError(f"Expected all tensors to be on the same device, but found tpu and {x.device}")
     from .core import from_host
-    return from_host(torch.tensor(x, dtype=dt))
+    dev = next((t.device.index for t in near if isinstance(t, torch.Tensor) and _C.is_tpu(t)), None)
+    return from_host(x.to(dt) if isinstance(x, torch.Tensor) else torch.tensor(x, dtype=dt), dev)
 
 
 def _any_tpu(*xs):
@@ -69,9 +67,9 @@ def _addsub(rule):
         dt = _complex_dt(torch.result_type(self, other))
         if not _any_tpu(self, other):
             raise Unsupported("no tpu operand")
-        ins = [_operand(self, dt), _operand(other, dt)]
+        ins = [_operand(self, dt, other), _operand(other, dt, self)]
         if not (isinstance(alpha, (int, float)) and alpha == 1):
-            ins.append(_operand(alpha, dt))
+            ins.append(_operand(alpha, dt, self, other))
         return run(rule, ins, [dtype_code(dt)])[0]
 
     return kernel
@@ -82,7 +80,7 @@ def _binary(rule):
         dt = _complex_dt(torch.result_type(self, other))
         if not _any_tpu(self, other):
             raise Unsupported("no tpu operand")
-        return run(rule, [_operand(self, dt), _operand(other, dt)], [dtype_code(dt)])[0]
+        return run(rule, [_operand(self, dt, other), _operand(other, dt, self)], [dtype_code(dt)])[0]
 
     return kernel
 
@@ -117,7 +115,7 @@ def _compare(rule):
         dt = _complex_dt(torch.result_type(self, other))
         if not _any_tpu(self, other):
             raise Unsupported("no tpu operand")
-        return run(rule, [_operand(self, dt), _operand(other, dt)])[0]
+        return run(rule, [_operand(self, dt, other), _operand(other, dt, self)])[0]
 
     return kernel
 
@@ -131,7 +129,8 @@ def _where(condition, self, other):
     dt = _complex_dt(torch.result_type(self, other))
     if condition.dtype not in (torch.bool, torch.uint8):
         raise Unsupported("condition dtype")
-    return run("where", [condition, _operand(self, dt), _operand(other, dt)], [dtype_code(dt)])[0]
+    return run("where", [condition, _operand(self, dt, other, condition), _operand(other, dt, self, condition)],
+               [dtype_code(dt)])[0]
 
 
 _alternatives("where.self", _where, out="where.self_out")
@@ -164,7 +163,7 @@ def _pow_scalar(self, exponent):
     dt = _complex_dt(self.dtype)
     if isinstance(exponent, torch.Tensor) or isinstance(exponent, complex) or float(exponent) != int(exponent) \
             or abs(int(exponent)) > 4:
-        return run("pow", [self, _operand(exponent, dt)], [dtype_code(dt)])[0]
+        return run("pow", [self, _operand(exponent, dt, self)], [dtype_code(dt)])[0]
     k = int(exponent)
     if k == 0:
         return run("add", [run("mul", [self, 0], [dtype_code(dt)])[0], 1], [dtype_code(dt)])[0]
@@ -197,7 +196,7 @@ def _masked_fill(self, mask, value):
     dt = _complex_dt(self.dtype)
     if mask.dtype != torch.bool:
         raise Unsupported("mask dtype")
-    return run("where", [mask, _operand(value, dt), self], [dtype_code(dt)])[0]
+    return run("where", [mask, _operand(value, dt, self), self], [dtype_code(dt)])[0]
 
 
 _alternatives("masked_fill.Scalar", _masked_fill, out="masked_fill.Scalar_out", inplace="masked_fill_.Scalar")
@@ -207,7 +206,7 @@ _alternatives("masked_fill.Tensor", _masked_fill, out="masked_fill.Tensor_out", 
 def _addmm_like(rule):
     def kernel(self, a, b, *, beta=1, alpha=1):
         dt = _complex_dt(a.dtype)
-        return run(rule, [self, a, b, _operand(beta, dt), _operand(alpha, dt)])[0]
+        return run(rule, [self, a, b, _operand(beta, dt, self, a), _operand(alpha, dt, self, a)])[0]
 
     return kernel
 
@@ -332,7 +331,7 @@ _alternatives("mean", _reduction_all("mean"), out="mean.dtype_out")
 def _constant_pad_nd(self, pad, value=0):
     """index.c's constant_pad_nd with the pad value as a 0-d complex tensor."""
     dt = _complex_dt(self.dtype)
-    return run("constant_pad_nd", [self, _operand(value, dt)], [int(p) for p in pad])[0]
+    return run("constant_pad_nd", [self, _operand(value, dt, self)], [int(p) for p in pad])[0]
 
 
 _alternatives("constant_pad_nd", _constant_pad_nd, out="constant_pad_nd.out")
