@@ -5,6 +5,7 @@ arguments with, and the CPU fallback.
 
 See torch_tpu/ops/README.md for the contract kernels are written against.
 """
+import importlib
 import os
 import threading
 import warnings
@@ -535,3 +536,18 @@ def install_fallback():
         _fallback_installed = True
         _fallback_lib.fallback(_first_use_fallback, "PrivateUse1")
         _fallback_lib.fallback(_first_use_fallback, "SparsePrivateUse1")  # sparse COO (ops/sparse.py)
+        # ATen composites that end in a per-device kernel stub never reach
+        # the fallback, so their first call could not start the engine:
+        # their kernels are registered now and load on first call.  (ATen's
+        # shorter kaiser_window overloads call its native function, not the
+        # dispatcher: each gets the kernel.)
+        for name in ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta"):
+            impl("aten::" + name, _on_first_call("factory", "kaiser_window"))
+
+
+def _on_first_call(module, attr):
+    def kernel(*args, **kwargs):
+        _C.ensure_started()
+        return getattr(importlib.import_module("torch_tpu.ops." + module), attr)(*args, **kwargs)
+
+    return kernel

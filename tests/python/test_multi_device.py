@@ -93,6 +93,28 @@ with torch.tpu.device(1):
     s = torch.tpu.Stream()
     ev2 = torch.tpu.Event(enable_timing=True)
 assert s.device.index == 1
+
+# complex ops with Python scalars run on the operand's device, not tpu:0
+z_cpu = torch.randn(3, dtype=torch.complex64)
+z = z_cpu.to("tpu:1")
+for f in (lambda t: t * 2.5, lambda t: t + 1j, lambda t: t / (1 + 2j), lambda t: torch.pow(t, 2),
+          lambda t: t - 3, lambda t: 2 * t):
+    r = f(z)
+    assert r.device.index == 1
+    torch.testing.assert_close(r.cpu(), f(z_cpu))
+
+# factories whose kernels take no tensor run on the device named, and so do
+# the linalg ops built on them (torch.eye inside linalg.inv)
+for f in (lambda d: torch.eye(3, 4, device=d), lambda d: torch.linspace(-1, 2, 7, device=d),
+          lambda d: torch.logspace(0, 2, 5, base=2, device=d), lambda d: torch.kaiser_window(6, device=d),
+          lambda d: torch.kaiser_window(5, False, 3.0, dtype=torch.float64, device=d)):
+    r = f("tpu:1")
+    assert r.device.index == 1
+    torch.testing.assert_close(r.cpu(), f("cpu"))
+m_cpu = torch.randn(4, 4, dtype=torch.float64) + 4 * torch.eye(4, dtype=torch.float64)
+r = torch.linalg.inv(m_cpu.to("tpu:1"))
+assert r.device.index == 1
+torch.testing.assert_close(r.cpu(), torch.linalg.inv(m_cpu))
 print("MULTI_DEVICE_OK")
 """
 

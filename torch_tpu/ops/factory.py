@@ -16,7 +16,7 @@ def _eye(n, m, out):
     if m < 0:
         raise RuntimeError(f"m must be greater or equal to 0, got {m}")
     supported(out.dtype)
-    r = run("eye", [scalar(1, torch.int64)], [dtype_code(out.dtype), n, m])[0]
+    r = run("eye", [scalar(1, torch.int64)], [dtype_code(out.dtype), n, m], device=out.device.index)[0]
     resize_out(out, [n, m])
     return write(out, r)
 
@@ -67,7 +67,7 @@ def _space(start, end, steps, out, base=None):
             b = float(torch.tensor(b, dtype=torch.float32))
         ins.append(scalar(b, ct))
         ints.append(1)
-    r = run("linspace", ins, ints)[0]
+    r = run("linspace", ins, ints, device=out.device.index)[0]
     resize_out(out, [steps])
     return write(out, r)
 
@@ -83,3 +83,27 @@ def linspace_out(start, end, steps, *, out):
 def logspace_out(start, end, steps, base=10.0, *, out):
     return _space(start, end, steps, out, base)
 
+
+
+def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None, device=None,
+                  pin_memory=None):
+    """aten::kaiser_window: ATen's composite ends in a per-device
+    kernel stub; here the window is composed of device ops, in float32 (or
+    float64) like the CPU kernel's opmath: i0(beta*sqrt(1-((n-a)/a)^2))/i0(beta)
+    with a = (N-1)/2.  Registered at import (_dispatch.install_fallback)."""
+    dtype = dtype or torch.get_default_dtype()
+    device = torch.device(device or "tpu")
+    if layout not in (None, torch.strided):
+        raise RuntimeError(f"kaiser_window is not implemented for sparse types, got: {layout}")
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"kaiser_window expects floating point dtypes, got: {dtype}")
+    if window_length < 0:
+        raise RuntimeError(f"kaiser_window requires non-negative window_length, got window_length={window_length}")
+    if window_length <= 1:
+        return torch.ones(window_length, dtype=dtype, device=device)
+    n = window_length + 1 if periodic else window_length
+    compute = torch.float64 if dtype == torch.float64 else torch.float32
+    alpha = (n - 1) / 2.0
+    x = (torch.arange(n, dtype=compute, device=device) - alpha) / alpha
+    w = torch.special.i0(beta * torch.sqrt(1 - x * x)) / torch.special.i0(torch.tensor(beta, dtype=compute, device=device))
+    return w[:window_length].to(dtype)
