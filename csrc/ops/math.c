@@ -1,7 +1,8 @@
 /* math.c - elementwise math functions: exponentials and logarithms,
  * trigonometric and hyperbolic functions, roots, rounding, sign, the
  * classification predicates (isnan ...), and the special functions (erf,
- * erfinv, lgamma, digamma, polygamma, logaddexp, xlogy, logit).  The
+ * erfinv, lgamma, digamma, polygamma, the Bessel functions i0 / i1 and their
+ * scaled forms, entr, zeta, nextafter, logaddexp, xlogy, logit).  The
  * conventions are elementwise.c's: int attr 0 is the result dtype the
  * adapter computed, half types compute in float32 and round once.
  */
@@ -382,6 +383,85 @@ static void rule_polygamma(tpu_op_ctx_t *c) {
   tpu_op_finish(c, r, dt);
 }
 
+/* Modified Bessel functions of the first kind, orders 0 and 1, scaled
+ * (i0e = e^-|x| i0) or not.  Below a threshold T the power series
+ * sum_k (x/2)^(2k+nu) / (k! (k+nu)!); above it Hankel's asymptotic
+ * expansion e^x / sqrt(2 pi x) sum_k prod_{j<=k} (-(4nu^2 - (2j-1)^2)) /
+ * (8 j x).  Both as polynomials (Horner) in a variable within [0, 1]
+ * ((x/T)^2, T/x), the coefficients scaled to match: no term overflows or
+ * underflows, and no long product chain for the compiler to reassociate
+ * into one that does.  Term counts and T per dtype keep the relative error
+ * within 1e-6 (f32) / 2e-15 (f64) of PyTorch's Cephes kernels on [-60, 60]. */
+static V horner(tpu_op_ctx_t *c, V u, const double *coef, int n) {
+  V p = K(c, u, coef[n - 1]);
+  for (int k = n - 2; k >= 0; k--) p = ADD(c, MUL(c, p, u), K(c, u, coef[k]));
+  return p;
+}
+static V bessel_i(tpu_op_ctx_t *c, V x, int nu, int scaled) {
+  enum { MAXTERMS = 48 };
+  int f64 = tpu_op_dtype(c, x) == TPU_F64;
+  double thr = f64 ? 20.0 : 12.0, coef[MAXTERMS];
+  int nseries = f64 ? 48 : 32, nasym = f64 ? 20 : 16;
+  V ax = UN(c, "abs", x), below = CMPK(c, "LT", ax, thr);
+  /* series at |x| clamped below T: coef k = (T^2/4)^k / (k! (k+nu)!) */
+  V xs = SEL(c, below, x, K(c, x, 0.0));
+  coef[0] = 1.0;
+  for (int k = 1; k < nseries; k++) coef[k] = coef[k - 1] * (thr * thr / 4.0) / ((double)k * (double)(k + nu));
+  V sum = horner(c, MULK(c, MUL(c, xs, xs), 1.0 / (thr * thr)), coef, nseries);
+  if (nu) sum = MUL(c, sum, MULK(c, xs, 0.5));
+  if (scaled) sum = MUL(c, sum, UN(c, "exponential", UN(c, "negate", UN(c, "abs", xs))));
+  /* asymptotic at |x| clamped above T: coef k = prod_{j<=k} -(4nu^2 - (2j-1)^2) / (8 j T) */
+  V xa = SEL(c, below, K(c, x, thr), ax);
+  coef[0] = 1.0;
+  for (int k = 1; k < nasym; k++)
+    coef[k] = coef[k - 1] * -(4.0 * nu * nu - (double)(2 * k - 1) * (double)(2 * k - 1)) / (8.0 * k * thr);
+  V asym = horner(c, DIV(c, K(c, x, thr), xa), coef, nasym);
+  asym = DIV(c, asym, UN(c, "sqrt", MULK(c, xa, 6.283185307179586477)));
+  /* e^|x| times the rest, as PyTorch's kernels: inf once e^|x| overflows,
+   * NaN at +-inf */
+  if (!scaled) asym = MUL(c, UN(c, "exponential", xa), asym);
+  if (nu) asym = SEL(c, CMPK(c, "LT", x, 0.0), UN(c, "negate", asym), asym);
+  return SEL(c, below, sum, SEL(c, tpu_ew_isnan(c, x), x, asym));
+}
+static void bessel_rule(tpu_op_ctx_t *c, int nu, int scaled) {
+  tpu_dtype_t dt = tpu_op_result_dtype(c, 0, 1);
+  V v[1];
+  if (!tpu_op_require_float(c, dt) || !tpu_op_load(c, 1, dt, tpu_op_opmath(dt), v)) return;
+  tpu_op_finish(c, bessel_i(c, v[0], nu, scaled), dt);
+}
+static void rule_i0(tpu_op_ctx_t *c) { bessel_rule(c, 0, 0); }
+static void rule_i0e(tpu_op_ctx_t *c) { bessel_rule(c, 0, 1); }
+static void rule_i1(tpu_op_ctx_t *c) { bessel_rule(c, 1, 0); }
+static void rule_i1e(tpu_op_ctx_t *c) { bessel_rule(c, 1, 1); }
+
+/* entr: x; ints [dtype].  -x log x; 0 at 0, -inf below 0, NaN stays. */
+static void rule_entr(tpu_op_ctx_t *c) {
+  tpu_dtype_t dt = tpu_op_result_dtype(c, 0, 1);
+  V v[1];
+  if (!tpu_op_require_float(c, dt) || !tpu_op_load(c, 1, dt, tpu_op_opmath(dt), v)) return;
+  V x = v[0];
+  V r = UN(c, "negate", MUL(c, x, UN(c, "log", x)));
+  r = SEL(c, CMPK(c, "EQ", x, 0.0), K(c, x, 0.0), r);
+  tpu_op_finish(c, SEL(c, CMPK(c, "LT", x, 0.0), K(c, x, -INFINITY), r), dt);
+}
+
+/* nextafter: (a, b); ints [dtype].  In the result dtype itself (the next
+ * value is that dtype's), never widened. */
+static void rule_nextafter(tpu_op_ctx_t *c) {
+  tpu_dtype_t dt = tpu_op_result_dtype(c, 0, 1);
+  V v[2];
+  if (!tpu_op_require_float(c, dt) || !tpu_op_load(c, 2, dt, dt, v)) return;
+  tpu_op_finish(c, tpu_hlo_binary(c->f, "chlo.next_after", v[0], v[1]), dt);
+}
+
+/* zeta: (x, q); ints [dtype].  Hurwitz zeta(x, q). */
+static void rule_zeta(tpu_op_ctx_t *c) {
+  tpu_dtype_t dt = tpu_op_result_dtype(c, 0, 1);
+  V v[2];
+  if (!tpu_op_require_float(c, dt) || !tpu_op_load(c, 2, dt, tpu_op_opmath(dt), v)) return;
+  tpu_op_finish(c, tpu_hlo_binary(c->f, "chlo.zeta", v[0], v[1]), dt);
+}
+
 const tpu_op_rule_t tpu_rules_math[] = {
     {"neg", rule_neg, 1, 1},
     {"abs", rule_abs, 1, 1},
@@ -430,6 +510,13 @@ const tpu_op_rule_t tpu_rules_math[] = {
     {"lgamma", rule_lgamma, 1, 1},
     {"digamma", rule_digamma, 1, 1},
     {"polygamma", rule_polygamma, 1, 1},
+    {"i0", rule_i0, 1, 1},
+    {"i0e", rule_i0e, 1, 1},
+    {"i1", rule_i1, 1, 1},
+    {"i1e", rule_i1e, 1, 1},
+    {"entr", rule_entr, 1, 1},
+    {"nextafter", rule_nextafter, 2, 2},
+    {"zeta", rule_zeta, 2, 2},
     {"logaddexp", rule_logaddexp, 2, 2},
     {"xlogy", rule_xlogy, 2, 2},
     {"logit", rule_logit, 1, 2},

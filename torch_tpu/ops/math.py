@@ -1,7 +1,8 @@
 """Elementwise math kernels: exponentials and logarithms, trigonometric and
 hyperbolic functions, roots, rounding, sign, the classification predicates,
 nan_to_num, atan2, and the special functions (erf, lgamma, digamma,
-polygamma, logaddexp, xlogy, logit) (rules in csrc/ops/math.c).  The
+polygamma, the Bessel functions i0 / i0e / i1 / i1e, entr, zeta, nextafter,
+logaddexp, xlogy, logit) (rules in csrc/ops/math.c).  The
 conventions are elementwise.py's; a case a kernel does not take raises
 Unsupported and runs through the CPU fallback.
 """
@@ -166,6 +167,30 @@ def _special(rule):
 
 lgamma = register("aten::lgamma", out="aten::lgamma.out", inplace="aten::lgamma_")(_special("lgamma"))
 digamma = register("aten::digamma", out="aten::digamma.out", inplace="aten::digamma_")(_special("digamma"))
+register("aten::i0", out="aten::i0.out", inplace="aten::i0_")(_special("i0"))
+register("aten::special_i0e", out="aten::special_i0e.out")(_special("i0e"))
+register("aten::special_i1", out="aten::special_i1.out")(_special("i1"))
+register("aten::special_i1e", out="aten::special_i1e.out")(_special("i1e"))
+register("aten::special_modified_bessel_i0", out="aten::special_modified_bessel_i0.out")(_special("i0"))
+register("aten::special_modified_bessel_i1", out="aten::special_modified_bessel_i1.out")(_special("i1"))
+register("aten::special_entr", out="aten::special_entr.out")(_special("entr"))
+
+
+def _binary_special(rule):
+    def kernel(self, other):
+        dt = supported(torch.result_type(self, other))
+        if rule == "nextafter" and not dt.is_floating_point:  # as CPU: no integer kernel
+            raise NotImplementedError(f'"nextafter_cpu" not implemented for \'{scalar_type_name(dt)}\'')
+        dt = float_dtype(dt)
+        return ew(rule, [operand(self, dt), operand(other, dt)], dt)
+
+    return kernel
+
+
+register("aten::special_zeta", out="aten::special_zeta.out")(_binary_special("zeta"))
+register("aten::special_zeta.self_scalar", out="aten::special_zeta.self_scalar_out")(_binary_special("zeta"))
+register("aten::special_zeta.other_scalar", out="aten::special_zeta.other_scalar_out")(_binary_special("zeta"))
+register("aten::nextafter", out="aten::nextafter.out", inplace="aten::nextafter_")(_binary_special("nextafter"))
 
 
 @register("aten::polygamma", out="aten::polygamma.out")
