@@ -1,5 +1,6 @@
 /* index.c - indexing rules: cat, index_select, gather, the scatter family,
- * advanced indexing (index / index_put), take, index_add / copy / fill, and
+ * advanced indexing (index / index_put), take, index_add / copy / fill /
+ * reduce, and
  * the rearrangements tril / triu, flip, roll, repeat, unfold_backward.
  *
  * Index tensors are any integer type; they are converted to s64 and negative
@@ -316,6 +317,35 @@ static void rule_scatter(tpu_op_ctx_t *c) {
 
 static void rule_scatter_add(tpu_op_ctx_t *c) { rule_scatter_impl(c, 1); }
 
+/* The reductions of scatter_reduce / index_reduce, by code (0 sum, 1 prod,
+ * 2 mean (a sum, then ix_mean_of_sums), 3 amax, 4 amin), and the value
+ * each starts from where include_self=False. */
+static const char *ix_reduce_bodies[5] = {"add", "multiply", "add", "maximum", "minimum"};
+static tpu_hlo_value_t ix_reduce_identity(tpu_op_ctx_t *c, int64_t red, tpu_hlo_type_t t) {
+  return red == 1   ? tpu_hlo_constant(c->f, t, 1.0)
+         : red == 3 ? tpu_hlo_broadcast_to(c->f, tpu_op_lowest(c, t.dtype), t.rank, t.dims)
+         : red == 4 ? tpu_hlo_broadcast_to(c->f, tpu_op_highest(c, t.dtype), t.rank, t.dims)
+                    : tpu_hlo_constant(c->f, t, 0.0);
+}
+
+/* The mean reduction's result from its sums and counts: sum / count (floor
+ * division for integers, as PyTorch), self (c->in[0]) where nothing was
+ * counted. */
+static tpu_hlo_value_t ix_mean_of_sums(tpu_op_ctx_t *c, tpu_hlo_value_t sum, tpu_hlo_value_t cnt) {
+  tpu_hlo_func_t *f = c->f;
+  tpu_hlo_type_t t = tpu_op_type(c, sum);
+  tpu_hlo_value_t zero = tpu_hlo_constant(f, t, 0.0);
+  tpu_hlo_value_t has = tpu_hlo_compare(f, "GT", cnt, zero);
+  tpu_hlo_value_t den = tpu_hlo_select(f, has, cnt, tpu_hlo_constant(f, t, 1.0));
+  tpu_hlo_value_t q = tpu_hlo_binary(f, "divide", sum, den);
+  if (!tpu_dtype_is_float(t.dtype)) {
+    tpu_hlo_value_t rem = tpu_hlo_binary(f, "remainder", sum, den);
+    tpu_hlo_value_t adj = tpu_hlo_compare(f, "LT", rem, zero);
+    q = tpu_hlo_select(f, adj, tpu_hlo_binary(f, "subtract", q, tpu_hlo_constant(f, t, 1.0)), q);
+  }
+  return tpu_hlo_select(f, has, q, c->in[0]);
+}
+
 /* scatter_reduce.two: inputs (self, index, src); attrs [dim, reduce (0 sum,
  * 1 prod, 2 mean, 3 amax, 4 amin), include_self]. */
 static void rule_scatter_reduce(tpu_op_ctx_t *c) {
@@ -341,29 +371,15 @@ static void rule_scatter_reduce(tpu_op_ctx_t *c) {
   if (!incl) {
     tpu_hlo_type_t ut = it;
     ut.dtype = t.dtype;
-    tpu_hlo_value_t idv = red == 1 ? tpu_hlo_constant(f, ut, 1.0)
-                          : red == 3 ? tpu_hlo_broadcast_to(f, tpu_op_lowest(c, ut.dtype), ut.rank, ut.dims)
-                          : red == 4 ? tpu_hlo_broadcast_to(f, tpu_op_highest(c, ut.dtype), ut.rank, ut.dims)
-                                     : tpu_hlo_constant(f, ut, 0.0);
-    self = ix_scatter_points(c, self, coords, idv, R, "replace");
+    self = ix_scatter_points(c, self, coords, ix_reduce_identity(c, red, ut), R, "replace");
   }
-  static const char *bodies[5] = {"add", "multiply", "add", "maximum", "minimum"};
-  tpu_hlo_value_t r = ix_scatter_points(c, self, coords, upd, R, bodies[red]);
+  tpu_hlo_value_t r = ix_scatter_points(c, self, coords, upd, R, ix_reduce_bodies[red]);
   if (red == 2) {
     tpu_hlo_type_t ut = it;
     ut.dtype = t.dtype;
     tpu_hlo_value_t cnt = ix_scatter_points(c, tpu_hlo_constant(f, t, incl ? 1.0 : 0.0), coords,
                                             tpu_hlo_constant(f, ut, 1.0), R, "add");
-    tpu_hlo_value_t zero = tpu_hlo_constant(f, t, 0.0);
-    tpu_hlo_value_t has = tpu_hlo_compare(f, "GT", cnt, zero);
-    tpu_hlo_value_t den = tpu_hlo_select(f, has, cnt, tpu_hlo_constant(f, t, 1.0));
-    tpu_hlo_value_t q = tpu_hlo_binary(f, "divide", r, den);
-    if (!tpu_dtype_is_float(t.dtype)) { /* floor division, as PyTorch */
-      tpu_hlo_value_t rem = tpu_hlo_binary(f, "remainder", r, den);
-      tpu_hlo_value_t adj = tpu_hlo_compare(f, "LT", rem, zero);
-      q = tpu_hlo_select(f, adj, tpu_hlo_binary(f, "subtract", q, tpu_hlo_constant(f, t, 1.0)), q);
-    }
-    r = tpu_hlo_select(f, has, q, c->in[0]);
+    r = ix_mean_of_sums(c, r, cnt);
   }
   tpu_op_set_output(c, r);
 }
@@ -415,6 +431,36 @@ static void rule_index_add(tpu_op_ctx_t *c) {
   tpu_hlo_value_t alpha = tpu_hlo_broadcast_to(c->f, tpu_hlo_cast(c->f, c->in[3], t.dtype), st.rank, st.dims);
   src = tpu_hlo_binary(c->f, "multiply", src, alpha);
   tpu_op_set_output(c, tpu_op_put(c, c->in[0], (int)dim, idx, src, "add"));
+}
+
+/* index_reduce: inputs (self, index [L], source); attrs [dim, reduce (the
+ * scatter_reduce codes: 1 prod, 2 mean, 3 amax, 4 amin), include_self]. */
+static void rule_index_reduce(tpu_op_ctx_t *c) {
+  tpu_hlo_type_t t;
+  int64_t dim;
+  tpu_hlo_value_t idx;
+  int64_t red = tpu_op_int(c, 1);
+  int incl = (int)tpu_op_int(c, 2);
+  if (red < 1 || red > 4) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: Expected reduce to be one of prod, mean, amax or amin", c->name);
+    return;
+  }
+  if (!ix_index_dim_setup(c, &t, &dim, &idx)) return;
+  tpu_op_check_index(c, c->in[1], 0, t.dims[dim], TPU_OUT_OF_RANGE,
+                     "index_reduce(): index out of range in self (index " TPU_OP_PAYLOAD
+                     " for dimension %lld with size %lld)", (long long)dim, (long long)t.dims[dim]);
+  tpu_hlo_value_t src = ix_index_source(c, 2, &t, dim, idx);
+  if (src == TPU_HLO_NONE) return;
+  tpu_hlo_type_t st = tpu_op_type(c, src);
+  tpu_hlo_value_t self = c->in[0];
+  if (!incl) self = tpu_op_put(c, self, (int)dim, idx, ix_reduce_identity(c, red, st), "replace");
+  tpu_hlo_value_t r = tpu_op_put(c, self, (int)dim, idx, src, ix_reduce_bodies[red]);
+  if (red == 2) {
+    tpu_hlo_value_t cnt = tpu_op_put(c, tpu_hlo_constant(c->f, t, incl ? 1.0 : 0.0), (int)dim, idx,
+                                     tpu_hlo_constant(c->f, st, 1.0), "add");
+    r = ix_mean_of_sums(c, r, cnt);
+  }
+  tpu_op_set_output(c, r);
 }
 
 /* index_copy: inputs (self, index [L], source); attrs [dim]. */
@@ -773,6 +819,7 @@ const tpu_op_rule_t tpu_rules_index[] = {
     {"scatter", rule_scatter, 3, 3},
     {"scatter_add", rule_scatter_add, 3, 3},
     {"scatter_reduce", rule_scatter_reduce, 3, 3},
+    {"index_reduce", rule_index_reduce, 3, 3},
     {"index_add", rule_index_add, 4, 4},
     {"index_copy", rule_index_copy, 3, 3},
     {"index_fill", rule_index_fill, 3, 3},

@@ -150,8 +150,11 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
     index = _dev(index, self)
     _index_dtype_check(index, "scatter_reduce")
     d = _wrap_dim(dim, self.dim())
-    return run("scatter_reduce", [self, index, _dev(src, self)],
-               [dim, _SCATTER_REDUCE2[reduce], int(bool(include_self))])[0]
+    src = _dev(src, self)
+    if self.dim() == 0:  # the rule takes rank >= 1: a 0-d scatter is the 1-element one
+        return scatter_reduce(self.reshape(1), 0, index.reshape(-1), src.reshape(-1), reduce,
+                              include_self=include_self).reshape(())
+    return run("scatter_reduce", [self, index, src], [dim, _SCATTER_REDUCE2[reduce], int(bool(include_self))])[0]
 
 
 def _index_dim_args(self, dim, index, what):
@@ -164,13 +167,38 @@ def _index_dim_args(self, dim, index, what):
 @register("aten::index_add", out="aten::index_add.out", inplace="aten::index_add_")
 def index_add(self, dim, index, source, *, alpha=1):
     index = _index_dim_args(self, dim, index, "index_add")
+    source = _dev(source, self)
+    if self.dim() == 0:  # the rule takes rank >= 1: a 0-d index_add is the 1-element one
+        return index_add(self.reshape(1), 0, index.reshape(-1), source.reshape(-1), alpha=alpha).reshape(())
     a = scalar(alpha, torch.float64 if self.dtype.is_floating_point else torch.int64)
-    return run("index_add", [self, index, _dev(source, self), a], [dim])[0]
+    return run("index_add", [self, index, source, a], [dim])[0]
+
+
+@register("aten::index_reduce", out="aten::index_reduce.out", inplace="aten::index_reduce_")
+def index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    index = _dev(index, self)
+    if index.dtype not in (torch.int32, torch.int64):
+        raise RuntimeError(f"index_reduce_(): Expected dtype int32/int64 for index but got: "
+                           f"{scalar_type_name(index.dtype)}")
+    d = _wrap_dim(dim, self.dim())
+    source = _dev(source, self)
+    if self.dim() == 0:  # the rule takes rank >= 1
+        return index_reduce(self.reshape(1), 0, index.reshape(-1), source.reshape(-1), reduce,
+                            include_self=include_self).reshape(())
+    n = index.numel()
+    if source.dim() > 0 and n != source.shape[d]:
+        raise RuntimeError(f"index_reduce_(): Number of indices ({n}) should be equal to source.size(dim): "
+                           f"({source.shape[d]}), for dim: {d}")
+    return run("index_reduce", [self, index, source], [d, _SCATTER_REDUCE2[reduce], int(bool(include_self))])[0]
 
 
 @register("aten::index_copy", out="aten::index_copy.out", inplace="aten::index_copy_")
 def index_copy(self, dim, index, source):
     index = _index_dim_args(self, dim, index, "index_copy")
+    if self.dim() == 0:  # the rule takes rank >= 1
+        return index_copy(self.reshape(1), 0, index.reshape(-1), _dev(source, self).reshape(-1)).reshape(())
     return run("index_copy", [self, index, _dev(source, self)], [dim])[0]
 
 
@@ -186,6 +214,8 @@ def index_fill(self, dim, index, value):
         value = _dev(value, self)
     else:
         value = scalar(value, self.dtype)
+    if self.dim() == 0:  # the rule takes rank >= 1
+        return run("index_fill", [self.reshape(1), index.reshape(-1), value], [0])[0].reshape(())
     return run("index_fill", [self, index, value], [dim])[0]
 
 
@@ -358,9 +388,10 @@ def masked_scatter(self, mask, source):
     if source.dtype != self.dtype:
         raise RuntimeError("masked_scatter: expected self and source to have same dtypes but got "
                            f"{self.dtype} and {source.dtype}")
-    if mask.dim() > self.dim() or any(a != b and b != 1 for a, b in zip(reversed(self.shape), reversed(mask.shape))):
-        raise Unsupported("masked_scatter: a mask that broadcasts self")
-    m = _dev(mask, self).expand(self.shape)
+    shape = torch.broadcast_shapes(self.shape, mask.shape)  # the out-of-place op broadcasts self with mask
+    if tuple(shape) != tuple(self.shape):
+        self = self.expand(shape)
+    m = _dev(mask, self).expand(shape)
     nz = m.nonzero()  # one count read (data-dependent count)
     n = nz.shape[0]
     if n == 0:
