@@ -15,7 +15,9 @@ its predecessor, and reads the marks' positions with nonzero: the same one
 8-byte read.  The inverse is each group's number scattered back through the
 sort permutation, the counts the distances between group starts.  NaNs are
 never equal, so each is its own group, as on CPU.  unique_consecutive is
-the same without the sort.  unique with a `dim` stays on the CPU fallback."""
+the same without the sort.  Along a `dim` the elements are the slices
+(rows of the input with dim first, the rest flattened), sorted
+lexicographically by a stable sort per column, last column first."""
 import torch
 
 from .._dispatch import Unsupported, register, run
@@ -55,13 +57,15 @@ def nonzero_static(self, *, size, fill_value=-1):
 
 
 def _groups(flat, perm, shape, return_inverse, return_counts):
-    """flat: 1-D, equal values adjacent; perm: flat's positions in the input
-    (None: the identity).  -> (values, inverse, counts) as aten returns
-    them (empty tensors for what was not asked)."""
-    dev, n = flat.device, flat.numel()
+    """flat: 1-D, equal values adjacent, or 2-D, equal rows adjacent (unique
+    along a dim); perm: flat's positions in the input (None: the
+    identity).  -> (values, inverse, counts) as aten returns them (empty
+    tensors for what was not asked)."""
+    dev, n = flat.device, flat.shape[0]
     starts = torch.ones(n, dtype=torch.bool, device=dev)
     if n > 1:
-        starts[1:] = flat[1:] != flat[:-1]
+        ne = flat[1:] != flat[:-1]
+        starts[1:] = ne.any(1) if flat.dim() == 2 else ne
     first = starts.nonzero().squeeze(1)  # the one host read: the number of groups
     values = flat[first]
     inverse = torch.empty(0, dtype=torch.long, device=dev)
@@ -101,6 +105,52 @@ def unique2(self, sorted=True, return_inverse=False, return_counts=False):
     return _groups(s, perm, self.shape, return_inverse, return_counts)
 
 
+def _rows(self, dim):
+    """self with `dim` (>= 0) first and the rest flattened: [size(dim), rest]; bool
+    as bytes (sorted and compared as CPU)."""
+    rows = self.movedim(dim, 0)
+    return dim, rows.reshape(rows.shape[0], -1).to(torch.uint8 if self.dtype == torch.bool else self.dtype), rows.shape
+
+
+def _unique_rows(self, dim, lexsort, return_inverse, return_counts):
+    """unique along `dim`: rows (the slices along dim) sorted
+    lexicographically (a stable sort per column, last column first) when
+    asked, then grouped as the flat case."""
+    _unique_check(self, "unique")
+    if self.dim() == 0:
+        raise Unsupported("unique along a dim: 0-d input")
+    r = self.dim()
+    if not -r <= dim < r:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-r}, {r - 1}], but got {dim})")
+    d = dim % r
+    if self.numel() == 0:
+        if self.shape[d] != 0:
+            raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
+        empty = torch.empty(0, dtype=torch.long, device=self.device)
+        return self.clone(), empty, empty.clone()
+    d, rows, moved = _rows(self, d)
+    perm = None
+    if lexsort:
+        perm = torch.arange(rows.shape[0], device=self.device)
+        for j in reversed(range(rows.shape[1])):
+            _, p = torch.sort(rows[perm, j], stable=True)
+            perm = perm[p]
+        rows = rows[perm]
+    values, inverse, counts = _groups(rows, perm, (rows.shape[0],), return_inverse, return_counts)
+    values = values.to(self.dtype).reshape((values.shape[0],) + tuple(moved[1:])).movedim(0, d)
+    return values.contiguous(), inverse, counts
+
+
+@register("aten::unique_dim", out="aten::unique_dim.out")
+def unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):
+    return _unique_rows(self, dim, True, return_inverse, return_counts)
+
+
+@register("aten::unique_dim_consecutive", out="aten::unique_dim_consecutive.out")
+def unique_dim_consecutive(self, dim, return_inverse=False, return_counts=False):
+    return _unique_rows(self, dim, False, return_inverse, return_counts)
+
+
 @register("aten::_unique", out="aten::_unique.out")
 def unique(self, sorted=True, return_inverse=False):
     values, inverse, _ = unique2(self, sorted, return_inverse, False)
@@ -111,7 +161,7 @@ def unique(self, sorted=True, return_inverse=False):
 def unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
     _unique_check(self, "unique_consecutive")
     if dim is not None:
-        raise Unsupported("unique_consecutive with dim")
+        return _unique_rows(self, dim, False, return_inverse, return_counts)
     if self.numel() == 0:
         return _empty_unique(self, return_inverse)
     return _groups(self.reshape(-1), None, self.shape, return_inverse, return_counts)
