@@ -10,14 +10,16 @@
 #include "runtime/runtime.h"
 #include "tinytest.h"
 
-static tpu_status_t dev_start(tpu_eager_mode_t mode) {
+static tpu_status_t dev_start_n(tpu_eager_mode_t mode, int num_devices) {
   tpu_rt_config_t cfg;
   memset(&cfg, 0, sizeof(cfg));
   cfg.plugin_path = tt_plugin_path();
-  cfg.num_devices = 1;
+  cfg.num_devices = num_devices;
   cfg.mode = mode;
   return tpu_rt_init(&cfg);
 }
+
+static tpu_status_t dev_start(tpu_eager_mode_t mode) { return dev_start_n(mode, 1); }
 
 static tpu_view_t flat(tpu_dtype_t dt, int64_t n, int64_t offset) {
   tpu_view_t v;
@@ -246,12 +248,7 @@ TT_TEST(runtime_async_upload) {
 /* Collectives across the process's devices: one replicated program; the
  * inputs may be pending (fused mode) and views; bad members are refused. */
 static void collectives(tpu_eager_mode_t mode) {
-  tpu_rt_config_t cfg;
-  memset(&cfg, 0, sizeof(cfg));
-  cfg.plugin_path = tt_plugin_path();
-  cfg.num_devices = 2;
-  cfg.mode = mode;
-  TT_CHECK_OK(tpu_rt_init(&cfg));
+  TT_CHECK_OK(dev_start_n(mode, 2));
   float h0[4] = {1, 2, 3, 4}, h1[4] = {10, -20, 30, 40};
   int64_t d4 = 4;
   tpu_storage_t *in[2], *out[2];
