@@ -112,102 +112,44 @@ static void rule_upsample_nearest_backward(tpu_op_ctx_t *c) {
   tpu_op_finish(c, g, dt);
 }
 
-/* Linear-interpolation tables of one axis (compute_indices_weights_linear
- * of UpSampleKernel.cpp), in float (f32 compute) or double. */
-static void linear_tables(int64_t in, int64_t out, int align, double scale, int f64, int64_t *i0, int64_t *i1,
-                          double *w0, double *w1) {
+/* Interpolation tables of one axis: `taps` source indices and weights per
+ * output position o, tap j at idx[j * out + o] / w[j * out + o]. */
+typedef void (*tables_fn)(int64_t in, int64_t out, int align, double scale, int f64, int64_t *idx, double *w);
+
+/* Linear interpolation, 2 taps (compute_indices_weights_linear of
+ * UpSampleKernel.cpp), in float (f32 compute) or double. */
+static void linear_tables(int64_t in, int64_t out, int align, double scale, int f64, int64_t *idx, double *w) {
   for (int64_t o = 0; o < out; o++) {
-    double real, lam;
-    int64_t idx;
+    double lam;
+    int64_t i0;
     if (f64) {
       double s = align ? (out > 1 ? (double)(in - 1) / (double)(out - 1) : 0.0)
                        : (scale > 0. ? 1.0 / scale : (double)in / (double)out);
-      real = align ? s * (double)o : s * ((double)o + 0.5) - 0.5;
-      if (!align && real < 0) real = 0;
-      idx = (int64_t)floor(real);
-      if (idx > in - 1) idx = in - 1;
-      lam = real - (double)idx;
+      double r = align ? s * (double)o : s * ((double)o + 0.5) - 0.5;
+      if (!align && r < 0) r = 0;
+      i0 = (int64_t)floor(r);
+      if (i0 > in - 1) i0 = in - 1;
+      lam = r - (double)i0;
     } else {
       float s = align ? (out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f)
                       : (scale > 0. ? (float)(1.0 / scale) : (float)in / (float)out);
       float r = align ? s * (float)o : s * ((float)o + 0.5f) - 0.5f;
       if (!align && r < 0) r = 0;
-      idx = (int64_t)floorf(r);
-      if (idx > in - 1) idx = in - 1;
-      lam = (double)(r - (float)idx);
-      real = r;
+      i0 = (int64_t)floorf(r);
+      if (i0 > in - 1) i0 = in - 1;
+      lam = (double)(r - (float)i0);
     }
-    (void)real;
     if (lam < 0) lam = 0;
     if (lam > 1) lam = 1;
-    i0[o] = idx;
-    i1[o] = idx + (idx < in - 1 ? 1 : 0);
-    w1[o] = lam;
-    w0[o] = f64 ? 1.0 - lam : (double)(1.0f - (float)lam);
+    idx[o] = i0;
+    idx[out + o] = i0 + (i0 < in - 1 ? 1 : 0);
+    w[o] = f64 ? 1.0 - lam : (double)(1.0f - (float)lam);
+    w[out + o] = lam;
   }
 }
 
-/* upsample_linear: x [N, C, sp...] (linear1d, bilinear2d, trilinear3d);
- * ints [align_corners, nsp, out_sizes[nsp]]; floats [scales[nsp]]. */
-static void rule_upsample_linear(tpu_op_ctx_t *c) {
-  int nsp;
-  int64_t out[3];
-  double sc[3];
-  if (!up_attrs(c, &nsp, out, sc)) return;
-  int align = (int)tpu_op_int(c, 0);
-  tpu_dtype_t dt = tpu_op_dtype(c, c->in[0]);
-  if (!tpu_op_require_float(c, dt)) return;
-  tpu_dtype_t ct = tpu_op_opmath(dt);
-  V x = tpu_hlo_cast(c->f, c->in[0], ct);
-  for (int i = 0; i < nsp; i++) {
-    int ax = 2 + i;
-    int64_t in = tpu_op_type(c, x).dims[ax], n = out[i];
-    int64_t *i0 = tpu_op_index_table(c, 2 * n);
-    double *w = malloc(sizeof(double) * (size_t)(2 * n + 1));
-    if (!i0 || !w) { free(i0); free(w); tpu_op_fail(c, TPU_RESOURCE_EXHAUSTED, "%s: out of memory", c->name); return; }
-    linear_tables(in, n, align, sc[i], ct == TPU_F64, i0, i0 + n, w, w + n);
-    V a = tpu_op_take_const(c, x, ax, i0, n), b = tpu_op_take_const(c, x, ax, i0 + n, n);
-    tpu_hlo_type_t t = tpu_op_type(c, a);
-    x = ADD(c, MUL(c, weights(c, w, n, ct, &t, ax), a), MUL(c, weights(c, w + n, n, ct, &t, ax), b));
-    free(i0);
-    free(w);
-  }
-  tpu_op_finish(c, x, dt);
-}
-
-/* upsample_linear_backward: grad [N, C, out...]; ints [align_corners, nsp,
- * in_sizes[nsp]]; floats [scales[nsp]]. */
-static void rule_upsample_linear_backward(tpu_op_ctx_t *c) {
-  int nsp;
-  int64_t in[3];
-  double sc[3];
-  if (!up_attrs(c, &nsp, in, sc)) return;
-  int align = (int)tpu_op_int(c, 0);
-  tpu_dtype_t dt = tpu_op_dtype(c, c->in[0]);
-  if (!tpu_op_require_float(c, dt)) return;
-  tpu_dtype_t ct = tpu_op_opmath(dt);
-  V g = tpu_hlo_cast(c->f, c->in[0], ct);
-  for (int i = 0; i < nsp; i++) {
-    int ax = 2 + i;
-    tpu_hlo_type_t gt = tpu_op_type(c, g);
-    int64_t n = gt.dims[ax];
-    int64_t *i0 = tpu_op_index_table(c, 2 * n);
-    double *w = malloc(sizeof(double) * (size_t)(2 * n + 1));
-    if (!i0 || !w) { free(i0); free(w); tpu_op_fail(c, TPU_RESOURCE_EXHAUSTED, "%s: out of memory", c->name); return; }
-    linear_tables(in[i], n, align, sc[i], ct == TPU_F64, i0, i0 + n, w, w + n);
-    tpu_hlo_type_t zt = gt;
-    zt.dims[ax] = in[i];
-    V z = tpu_hlo_constant(c->f, zt, 0.0);
-    z = tpu_op_put_const(c, z, ax, i0, n, MUL(c, weights(c, w, n, ct, &gt, ax), g), "add");
-    g = tpu_op_put_const(c, z, ax, i0 + n, n, MUL(c, weights(c, w + n, n, ct, &gt, ax), g), "add");
-    free(i0);
-    free(w);
-  }
-  tpu_op_finish(c, g, dt);
-}
-
-/* Bicubic tables of one axis (compute_indices_weights_cubic): 4 taps at
- * clamp(floor(real) - 1 + j), Keys' cubic convolution with A = -0.75. */
+/* Bicubic, 4 taps (compute_indices_weights_cubic): at clamp(floor(real) -
+ * 1 + j), Keys' cubic convolution with A = -0.75. */
 static double cc1(double x, double A) { return ((A + 2) * x - (A + 3)) * x * x + 1; }
 static double cc2(double x, double A) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; }
 static float cc1f(float x, float A) { return ((A + 2) * x - (A + 3)) * x * x + 1; }
@@ -241,13 +183,16 @@ static void cubic_tables(int64_t in, int64_t out, int align, double scale, int f
   }
 }
 
-/* upsample_cubic: x [N, C, H, W] (bicubic2d); ints [align_corners, 2,
- * out_h, out_w]; floats [scales_h, scales_w]. */
-static void rule_upsample_cubic(tpu_op_ctx_t *c) {
+/* The forward and backward rule of a `taps`-tap interpolation: ints
+ * [align_corners, nsp, sizes[nsp]] (the output's sizes forward, the input's
+ * backward), floats [scales[nsp]].  Forward, each spatial axis in turn is the
+ * weighted sum of its taps (takes along the axis); backward, the grad is
+ * scatter-added into the sources with the same weights. */
+static void interpolate(tpu_op_ctx_t *c, int taps, tables_fn tables, int backward) {
   int nsp;
-  int64_t out[3];
+  int64_t sizes[3];
   double sc[3];
-  if (!up_attrs(c, &nsp, out, sc)) return;
+  if (!up_attrs(c, &nsp, sizes, sc)) return;
   int align = (int)tpu_op_int(c, 0);
   tpu_dtype_t dt = tpu_op_dtype(c, c->in[0]);
   if (!tpu_op_require_float(c, dt)) return;
@@ -255,17 +200,31 @@ static void rule_upsample_cubic(tpu_op_ctx_t *c) {
   V x = tpu_hlo_cast(c->f, c->in[0], ct);
   for (int i = 0; i < nsp; i++) {
     int ax = 2 + i;
-    int64_t in = tpu_op_type(c, x).dims[ax], n = out[i];
-    int64_t *idx = tpu_op_index_table(c, 4 * n);
-    double *w = malloc(sizeof(double) * (size_t)(4 * n + 1));
-    if (!idx || !w) { free(idx); free(w); tpu_op_fail(c, TPU_RESOURCE_EXHAUSTED, "%s: out of memory", c->name); return; }
-    cubic_tables(in, n, align, sc[i], ct == TPU_F64, idx, w);
+    tpu_hlo_type_t xt = tpu_op_type(c, x);
+    int64_t in = backward ? sizes[i] : xt.dims[ax], n = backward ? xt.dims[ax] : sizes[i];
+    int64_t *idx = tpu_op_index_table(c, taps * n);
+    double *w = malloc(sizeof(double) * (size_t)(taps * n + 1));
+    if (!idx || !w) {
+      free(idx);
+      free(w);
+      tpu_op_fail(c, TPU_RESOURCE_EXHAUSTED, "%s: out of memory", c->name);
+      return;
+    }
+    tables(in, n, align, sc[i], ct == TPU_F64, idx, w);
     V r = TPU_HLO_NONE;
-    for (int j = 0; j < 4; j++) {
-      V a = tpu_op_take_const(c, x, ax, idx + j * n, n);
-      tpu_hlo_type_t t = tpu_op_type(c, a);
-      V term = MUL(c, weights(c, w + j * n, n, ct, &t, ax), a);
-      r = j ? ADD(c, r, term) : term;
+    if (backward) {
+      tpu_hlo_type_t zt = xt;
+      zt.dims[ax] = in;
+      r = tpu_hlo_constant(c->f, zt, 0.0);
+      for (int j = 0; j < taps; j++)
+        r = tpu_op_put_const(c, r, ax, idx + j * n, n, MUL(c, weights(c, w + j * n, n, ct, &xt, ax), x), "add");
+    } else {
+      for (int j = 0; j < taps; j++) {
+        V a = tpu_op_take_const(c, x, ax, idx + j * n, n);
+        tpu_hlo_type_t t = tpu_op_type(c, a);
+        V term = MUL(c, weights(c, w + j * n, n, ct, &t, ax), a);
+        r = j ? ADD(c, r, term) : term;
+      }
     }
     x = r;
     free(idx);
@@ -274,36 +233,21 @@ static void rule_upsample_cubic(tpu_op_ctx_t *c) {
   tpu_op_finish(c, x, dt);
 }
 
+/* upsample_linear: x [N, C, sp...] (linear1d, bilinear2d, trilinear3d);
+ * ints [align_corners, nsp, out_sizes[nsp]]; floats [scales[nsp]]. */
+static void rule_upsample_linear(tpu_op_ctx_t *c) { interpolate(c, 2, linear_tables, 0); }
+
+/* upsample_linear_backward: grad [N, C, out...]; ints [align_corners, nsp,
+ * in_sizes[nsp]]; floats [scales[nsp]]. */
+static void rule_upsample_linear_backward(tpu_op_ctx_t *c) { interpolate(c, 2, linear_tables, 1); }
+
+/* upsample_cubic: x [N, C, H, W] (bicubic2d); ints [align_corners, 2,
+ * out_h, out_w]; floats [scales_h, scales_w]. */
+static void rule_upsample_cubic(tpu_op_ctx_t *c) { interpolate(c, 4, cubic_tables, 0); }
+
 /* upsample_cubic_backward: grad [N, C, out...]; ints [align_corners, 2,
  * in_h, in_w]; floats [scales]. */
-static void rule_upsample_cubic_backward(tpu_op_ctx_t *c) {
-  int nsp;
-  int64_t in[3];
-  double sc[3];
-  if (!up_attrs(c, &nsp, in, sc)) return;
-  int align = (int)tpu_op_int(c, 0);
-  tpu_dtype_t dt = tpu_op_dtype(c, c->in[0]);
-  if (!tpu_op_require_float(c, dt)) return;
-  tpu_dtype_t ct = tpu_op_opmath(dt);
-  V g = tpu_hlo_cast(c->f, c->in[0], ct);
-  for (int i = 0; i < nsp; i++) {
-    int ax = 2 + i;
-    tpu_hlo_type_t gt = tpu_op_type(c, g);
-    int64_t n = gt.dims[ax];
-    int64_t *idx = tpu_op_index_table(c, 4 * n);
-    double *w = malloc(sizeof(double) * (size_t)(4 * n + 1));
-    if (!idx || !w) { free(idx); free(w); tpu_op_fail(c, TPU_RESOURCE_EXHAUSTED, "%s: out of memory", c->name); return; }
-    cubic_tables(in[i], n, align, sc[i], ct == TPU_F64, idx, w);
-    tpu_hlo_type_t zt = gt;
-    zt.dims[ax] = in[i];
-    V z = tpu_hlo_constant(c->f, zt, 0.0);
-    for (int j = 0; j < 4; j++) z = tpu_op_put_const(c, z, ax, idx + j * n, n, MUL(c, weights(c, w + j * n, n, ct, &gt, ax), g), "add");
-    g = z;
-    free(idx);
-    free(w);
-  }
-  tpu_op_finish(c, g, dt);
-}
+static void rule_upsample_cubic_backward(tpu_op_ctx_t *c) { interpolate(c, 4, cubic_tables, 1); }
 
 const tpu_op_rule_t tpu_rules_upsample[] = {
     {"upsample_nearest", rule_upsample_nearest, 1, 1},
