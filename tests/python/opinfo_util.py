@@ -23,6 +23,7 @@ sweep goes on with the next op; each sample is guarded by try/except (no
 per-sample timeout), a worker only gets killed when one op takes longer than
 `op_timeout` seconds in total.
 """
+import fnmatch
 import json
 import math
 import os
@@ -736,6 +737,48 @@ def failure_kinds(results):
             e = (r.get("error") or "?").split(": ", 1)[-1]
             kinds.setdefault(e.split(" | ")[0][:90], []).append(k)
     return {e: ks for e, ks in sorted(kinds.items(), key=lambda kv: -len(kv[1]))}
+
+
+def sweep_plan(all_keys, passing, base, jobs, names_var, shard_var, samples_var, budget_var, budget_default, noun,
+               caps=(None, 32, 16, 8, 4, 2, 1), verified_cap=None):
+    """What a guard test over a sweep runs: (keys, max samples per key,
+    description).  `names_var` (fnmatch patterns) or `shard_var` (i/n) pick
+    keys with all their samples; `samples_var` forces the cap; by default
+    every baseline "pass" key, all samples if the baseline's recorded cost
+    (base["cost"]) fits `budget_var` seconds over the workers, else the
+    largest cap of `caps` (not above `verified_cap`, the baseline's own)
+    that fits, run by `jobs` workers.  test_opinfo.py and test_modules.py
+    use it."""
+    names = os.environ.get(names_var, "").strip()
+    if names:
+        pats = [p.strip() for p in names.split(",") if p.strip()]
+        keys = sorted({k for k in all_keys for p in pats if fnmatch.fnmatchcase(k, p)} | {p for p in pats if "*" not in p})
+        return keys, None, f"{noun} {names}"
+    shard = os.environ.get(shard_var, "").strip()
+    if shard:
+        i, n = (int(v) for v in shard.split("/"))
+        if not (0 <= i < n):
+            raise ValueError(f"{shard_var}={shard!r}: want i/n with 0 <= i < n")
+        return sorted(all_keys)[i::n], None, f"shard {i}/{n}"
+    env = os.environ.get(samples_var, "").strip()
+    if env:
+        ms = int(env)
+        return sorted(passing), (ms if ms > 0 else None), f"baseline pass {noun}, <= {ms} samples each"
+    budget = float(os.environ.get(budget_var, str(budget_default)))
+    cost = (base or {}).get("cost", {})
+    ms = 1
+    for cap in caps:
+        if verified_cap and (cap is None or cap > verified_cap):
+            continue
+        est = 0.0
+        for k in passing:
+            c = cost.get(k) or {}
+            sec, n = c.get("seconds") or 1.0, max(c.get("samples") or 1, 1)
+            est += sec if cap is None else sec * min(1.0, cap / n)
+        if est / max(jobs, 1) <= budget:
+            ms = cap
+            break
+    return sorted(passing), ms, f"baseline pass {noun}, " + ("all samples" if ms is None else f"<= {ms} samples each")
 
 
 def git_commit():

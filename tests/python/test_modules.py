@@ -22,7 +22,6 @@ Here, within CI's time:
   TORCH_TPU_MODULE_JOBS          worker processes (default 2)
 Comparison and classification rules: tests/python/module_util.py.
 """
-import fnmatch
 import json
 import os
 import sys
@@ -50,56 +49,18 @@ PASSING = set(BASE["pass"]) if BASE else set()
 ALL = (BASE_FILE or {}).get("all_modules", sorted(PASSING))
 
 
-def _plan():
-    """(modules to run, max samples per module and mode, description)."""
-    shard = os.environ.get("TORCH_TPU_MODULE_SHARD", "").strip()
-    names = os.environ.get("TORCH_TPU_MODULE_NAMES", "").strip()
-    if names:
-        pats = [p.strip() for p in names.split(",") if p.strip()]
-        keys = sorted({k for k in ALL for p in pats if fnmatch.fnmatchcase(k, p)} | {p for p in pats if "*" not in p})
-        return keys, None, f"modules {names}"
-    if shard:
-        i, n = (int(v) for v in shard.split("/"))
-        if not (0 <= i < n):
-            raise ValueError(f"TORCH_TPU_MODULE_SHARD={shard!r}: want i/n with 0 <= i < n")
-        return sorted(ALL)[i::n], None, f"shard {i}/{n}"
-    env = os.environ.get("TORCH_TPU_MODULE_MAX_SAMPLES", "").strip()
-    if env:
-        ms = int(env)
-        return sorted(PASSING), (ms if ms > 0 else None), f"baseline pass modules, <= {ms} samples each"
-    ms = _cap_for_budget()
-    return sorted(PASSING), ms, "baseline pass modules, " + ("all samples" if ms is None else f"<= {ms} samples each")
-
-
-def _cap_for_budget():
-    """The largest per-mode sample cap whose estimated run time (from the
-    baseline sweep's per-module cost, over the workers) fits the budget."""
-    budget = float(os.environ.get("TORCH_TPU_MODULE_BUDGET_S", "120"))
-    jobs = int(os.environ.get("TORCH_TPU_MODULE_JOBS", "2"))
-    cost = BASE.get("cost", {}) if BASE else {}
-    verified = (BASE or {}).get("meta", {}).get("max_samples")  # the baseline's own cap, if any
-    for cap in (None, 16, 8, 4, 2, 1):
-        if verified and (cap is None or cap > verified):
-            continue
-        est = 0.0
-        for k in PASSING:
-            c = cost.get(k) or {}
-            sec, n = c.get("seconds") or 1.0, max(c.get("samples") or 1, 1)
-            est += sec if cap is None else sec * min(1.0, cap / n)
-        if est / max(jobs, 1) <= budget:
-            return cap
-    return 1
-
-
-KEYS, MAX_SAMPLES, PLAN = _plan()
+JOBS = int(os.environ.get("TORCH_TPU_MODULE_JOBS", "2"))
+KEYS, MAX_SAMPLES, PLAN = U.sweep_plan(ALL, PASSING, BASE, JOBS, "TORCH_TPU_MODULE_NAMES", "TORCH_TPU_MODULE_SHARD",
+                                       "TORCH_TPU_MODULE_MAX_SAMPLES", "TORCH_TPU_MODULE_BUDGET_S", 120, "modules",
+                                       caps=(None, 16, 8, 4, 2, 1),
+                                       verified_cap=(BASE or {}).get("meta", {}).get("max_samples"))
 _results = {}
 
 
 @pytest.fixture(scope="module")
 def sweep():
     if not _results:
-        jobs = int(os.environ.get("TORCH_TPU_MODULE_JOBS", "2"))
-        _results.update(MU.run_sweep(KEYS, jobs=jobs, max_samples=MAX_SAMPLES, timeout=600))
+        _results.update(MU.run_sweep(KEYS, jobs=JOBS, max_samples=MAX_SAMPLES, timeout=600))
     return _results
 
 

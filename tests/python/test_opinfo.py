@@ -21,7 +21,6 @@ Here, within CI's time:
   TORCH_TPU_OPINFO_JOBS        worker processes (default 2)
 Comparison and classification rules: tests/python/opinfo_util.py.
 """
-import fnmatch
 import json
 import os
 import sys
@@ -45,53 +44,16 @@ PASSING = set(BASE["pass"]) if BASE else set()
 ALL = BASE.get("all_ops", sorted(PASSING)) if BASE else []
 
 
-def _plan():
-    """(keys to run, max samples per op, description)."""
-    shard = os.environ.get("TORCH_TPU_OPINFO_SHARD", "").strip()
-    ops = os.environ.get("TORCH_TPU_OPINFO_OPS", "").strip()
-    if ops:
-        pats = [p.strip() for p in ops.split(",") if p.strip()]
-        keys = sorted({k for k in ALL for p in pats if fnmatch.fnmatchcase(k, p)} | {p for p in pats if "*" not in p})
-        return keys, None, f"ops {ops}"
-    if shard:
-        i, n = (int(v) for v in shard.split("/"))
-        if not (0 <= i < n):
-            raise ValueError(f"TORCH_TPU_OPINFO_SHARD={shard!r}: want i/n with 0 <= i < n")
-        return sorted(ALL)[i::n], None, f"shard {i}/{n}"
-    env = os.environ.get("TORCH_TPU_OPINFO_MAX_SAMPLES", "").strip()
-    if env:
-        ms = int(env)
-        return sorted(PASSING), (ms if ms > 0 else None), f"baseline pass ops, <= {ms} samples each"
-    ms = _cap_for_budget()
-    return sorted(PASSING), ms, "baseline pass ops, " + ("all samples" if ms is None else f"<= {ms} samples each")
-
-
-def _cap_for_budget():
-    """The largest per-op sample cap whose estimated run time (from the
-    baseline sweep's per-op cost, over the workers) fits the budget."""
-    budget = float(os.environ.get("TORCH_TPU_OPINFO_BUDGET_S", "100"))
-    jobs = int(os.environ.get("TORCH_TPU_OPINFO_JOBS", "2"))
-    cost = BASE.get("cost", {}) if BASE else {}
-    for cap in (None, 32, 16, 8, 4, 2, 1):
-        est = 0.0
-        for k in PASSING:
-            c = cost.get(k) or {}
-            sec, n = c.get("seconds") or 1.0, max(c.get("samples") or 1, 1)
-            est += sec if cap is None else sec * min(1.0, cap / n)
-        if est / max(jobs, 1) <= budget:
-            return cap
-    return 1
-
-
-KEYS, MAX_SAMPLES, PLAN = _plan()
+JOBS = int(os.environ.get("TORCH_TPU_OPINFO_JOBS", "2"))
+KEYS, MAX_SAMPLES, PLAN = U.sweep_plan(ALL, PASSING, BASE, JOBS, "TORCH_TPU_OPINFO_OPS", "TORCH_TPU_OPINFO_SHARD",
+                                       "TORCH_TPU_OPINFO_MAX_SAMPLES", "TORCH_TPU_OPINFO_BUDGET_S", 100, "ops")
 _results = {}
 
 
 @pytest.fixture(scope="module")
 def sweep():
     if not _results:
-        jobs = int(os.environ.get("TORCH_TPU_OPINFO_JOBS", "2"))
-        _results.update(U.run_sweep(KEYS, jobs=jobs, max_samples=MAX_SAMPLES, op_timeout=300))
+        _results.update(U.run_sweep(KEYS, jobs=JOBS, max_samples=MAX_SAMPLES, op_timeout=300))
     return _results
 
 
