@@ -31,7 +31,6 @@ Per module the result is
   skip           nothing comparable ("reason")
 """
 import copy
-import json
 import os
 import sys
 import time
@@ -296,31 +295,10 @@ def run_module(mi, max_samples=None):
 
 
 def worker_main(keys_file, out_file, max_samples):
-    """Runs the modules named in keys_file; one JSON line per event (the
-    protocol of opinfo_util's workers)."""
-    os.environ.setdefault("TORCH_TPU_CPU_FALLBACK", "1")
-    warnings.simplefilter("ignore")
-    import torch
-    import torch_tpu  # noqa: F401
-    if int(os.environ.get("OPINFO_WORKER_THREADS", "0")) > 0:
-        torch.set_num_threads(int(os.environ["OPINFO_WORKER_THREADS"]))
-    db = load_module_db()
-    with open(keys_file) as f:
-        keys = json.load(f)
-    with open(out_file, "a", buffering=1) as out:
-        for key in keys:
-            out.write(json.dumps({"start": key, "t": time.time()}) + "\n")
-            out.flush()
-            mi = db.get(key)
-            if mi is None:
-                res = {"op": key, "status": "skip", "reason": "not in this torch's module_db (float32)"}
-            else:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    res = run_module(mi, max_samples)
-            out.write(json.dumps({"result": res}) + "\n")
-            out.flush()
-    return 0
+    """Runs the modules named in keys_file (opinfo_util's worker protocol)."""
+    OU.worker_setup()
+    return OU.worker_loop(keys_file, out_file, load_module_db(), lambda mi: run_module(mi, max_samples),
+                          "not in this torch's module_db (float32)")
 
 
 def run_sweep(keys, jobs=2, max_samples=None, timeout=600, log=None):

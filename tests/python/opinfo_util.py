@@ -549,32 +549,45 @@ def worker_main(keys_file, out_file, max_samples, runner="samples"):
     runner: "samples" (run_op here) or the name of a module of tests/python
     whose run_op(op, max_samples) returns the op's result dict (e.g.
     "error_inputs_util")."""
-    os.environ.setdefault("TORCH_TPU_CPU_FALLBACK", "1")
-    warnings.simplefilter("ignore")
-    import torch
-    import torch_tpu  # noqa: F401
-    if int(os.environ.get("OPINFO_WORKER_THREADS", "0")) > 0:
-        torch.set_num_threads(int(os.environ["OPINFO_WORKER_THREADS"]))
+    worker_setup()
     if runner == "samples":
         run = run_op
     else:
         import importlib
         sys.path.insert(0, HERE)
         run = importlib.import_module(runner).run_op
-    db = load_op_db()
+    return worker_loop(keys_file, out_file, load_op_db(), lambda op: run(op, max_samples), "not in this torch's op_db")
+
+
+def worker_setup():
+    """A sweep worker's process: the CPU fallback on, warnings off, torch_tpu
+    loaded, OPINFO_WORKER_THREADS CPU threads if set."""
+    os.environ.setdefault("TORCH_TPU_CPU_FALLBACK", "1")
+    warnings.simplefilter("ignore")
+    import torch
+    import torch_tpu  # noqa: F401
+    if int(os.environ.get("OPINFO_WORKER_THREADS", "0")) > 0:
+        torch.set_num_threads(int(os.environ["OPINFO_WORKER_THREADS"]))
+
+
+def worker_loop(keys_file, out_file, db, run, missing):
+    """The worker protocol: for each key of keys_file (a JSON list), a
+    {"start": key} line, then {"result": run(db[key])} (a skip saying
+    `missing` when db has no such key), to out_file as they happen, so the
+    parent sees which key a crashed or hung worker was on."""
     with open(keys_file) as f:
         keys = json.load(f)
     with open(out_file, "a", buffering=1) as out:
         for key in keys:
             out.write(json.dumps({"start": key, "t": time.time()}) + "\n")
             out.flush()
-            op = db.get(key)
-            if op is None:
-                res = {"op": key, "status": "skip", "reason": "not in this torch's op_db"}
+            item = db.get(key)
+            if item is None:
+                res = {"op": key, "status": "skip", "reason": missing}
             else:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    res = run(op, max_samples)
+                    res = run(item)
             out.write(json.dumps({"result": res}) + "\n")
             out.flush()
     return 0
