@@ -91,22 +91,8 @@ def main(argv=None):
     a.out = a.out or os.path.join(REPO, "tools", f"module_results_{mode}.json")
     print(f"module sweep: {len(keys)} ModuleInfos, {a.jobs} workers, eager mode {mode}", flush=True)
     t0 = time.time()
-    done = [0]
-
-    def log(r):
-        done[0] += 1
-        if a.quiet:
-            return
-        extra = ""
-        if r["status"] == "fail":
-            extra = "  " + (r.get("error") or "")[:160]
-        elif r["status"] == "fallback-pass":
-            extra = "  fallback: " + ",".join(r.get("fallbacks", {}))[:160]
-        elif r["status"] == "skip":
-            extra = "  " + (r.get("reason") or "")[:120]
-        print(f"[{done[0]:4d}/{len(keys)} {time.time() - t0:6.0f}s] {r['status']:13s} {r['op']}{extra}", flush=True)
-
-    results = MU.run_sweep(keys, jobs=a.jobs, max_samples=a.max_samples, timeout=a.timeout, log=log)
+    results = MU.run_sweep(keys, jobs=a.jobs, max_samples=a.max_samples, timeout=a.timeout,
+                           log=U.progress_log(len(keys), a.quiet))
     counts = U.summarize(results)
     elapsed = time.time() - t0
     kinds = U.failure_kinds(results)
@@ -132,15 +118,7 @@ def main(argv=None):
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
-    print(f"\npass {counts['pass']}  fallback-pass {counts['fallback-pass']}  fail {counts['fail']}  "
-          f"skip {counts['skip']}  ({len(keys)} ModuleInfos, {elapsed:.0f}s) -> {os.path.relpath(a.out, REPO)}")
-    if kinds:
-        print("failures by kind:")
-        for e, ks in list(kinds.items())[:12]:
-            print(f"  {len(ks):3d}  {e}   [{', '.join(ks[:4])}{', ...' if len(ks) > 4 else ''}]")
-    fb = doc["fallback_ops"]
-    if fb:
-        print("fallbacks (aten op: modules): " + ", ".join(f"{k} ({v})" for k, v in list(fb.items())[:15]))
+    U.print_summary(doc, "ModuleInfos", elapsed, a.out)
     if a.write_baseline:
         if a.shard or a.modules:
             print("--write-baseline needs every module (no --shard/--modules); not written")

@@ -62,22 +62,8 @@ def main(argv=None):
     mode = os.environ.get("TORCH_TPU_EAGER_MODE", "strict") or "strict"
     print(f"opinfo sweep: {len(keys)} OpInfos, {a.jobs} workers, eager mode {mode}", flush=True)
     t0 = time.time()
-    done = [0]
-
-    def log(r):
-        done[0] += 1
-        if a.quiet:
-            return
-        extra = ""
-        if r["status"] == "fail":
-            extra = "  " + (r.get("error") or "")[:160]
-        elif r["status"] == "fallback-pass":
-            extra = "  fallback: " + ",".join(r.get("fallbacks", {}))[:160]
-        elif r["status"] == "skip":
-            extra = "  " + (r.get("reason") or "")[:120]
-        print(f"[{done[0]:4d}/{len(keys)} {time.time() - t0:6.0f}s] {r['status']:13s} {r['op']}{extra}", flush=True)
-
-    results = U.run_sweep(keys, jobs=a.jobs, max_samples=a.max_samples, op_timeout=a.op_timeout, log=log)
+    results = U.run_sweep(keys, jobs=a.jobs, max_samples=a.max_samples, op_timeout=a.op_timeout,
+                          log=U.progress_log(len(keys), a.quiet))
     counts = U.summarize(results)
     elapsed = time.time() - t0
     doc = {
@@ -97,24 +83,11 @@ def main(argv=None):
         "fallback_ops": U.fallback_table(results),
         "results": {k: results[k] for k in sorted(results)},
     }
+    doc["failure_kinds"] = U.failure_kinds(results)
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=False)
         f.write("\n")
-    print(f"\npass {counts['pass']}  fallback-pass {counts['fallback-pass']}  fail {counts['fail']}  "
-          f"skip {counts['skip']}  ({len(keys)} OpInfos, {elapsed:.0f}s) -> {os.path.relpath(a.out, REPO)}")
-    kinds = U.failure_kinds(results)
-    doc["failure_kinds"] = kinds
-    with open(a.out, "w") as f:
-        json.dump(doc, f, indent=1, sort_keys=False)
-        f.write("\n")
-    if kinds:
-        print("failures by kind:")
-        for e, ks in list(doc["failure_kinds"].items())[:12]:
-            print(f"  {len(ks):3d}  {e}   [{', '.join(ks[:4])}{', ...' if len(ks) > 4 else ''}]")
-    fb = doc["fallback_ops"]
-    if fb:
-        top = ", ".join(f"{k} ({v})" for k, v in list(fb.items())[:15])
-        print(f"most needed fallbacks (aten op: OpInfos): {top}")
+    U.print_summary(doc, "OpInfos", elapsed, a.out)
     if a.write_baseline:
         if a.shard or a.ops or a.max_samples:
             print("--write-baseline needs the full sweep (no --shard/--ops/--max-samples); not written")

@@ -794,6 +794,43 @@ def sweep_plan(all_keys, passing, base, jobs, names_var, shard_var, samples_var,
     return sorted(passing), ms, f"baseline pass {noun}, " + ("all samples" if ms is None else f"<= {ms} samples each")
 
 
+def progress_log(total, quiet=False):
+    """A run_sweep `log` callback that prints one line per finished key:
+    count, elapsed seconds, status, key and the error / fallbacks / skip
+    reason (tools/opinfo_sweep.py, tools/module_sweep.py)."""
+    t0 = time.time()
+    done = [0]
+
+    def log(r):
+        done[0] += 1
+        if quiet:
+            return
+        extra = ""
+        if r["status"] == "fail":
+            extra = "  " + (r.get("error") or "")[:160]
+        elif r["status"] == "fallback-pass":
+            extra = "  fallback: " + ",".join(r.get("fallbacks", {}))[:160]
+        elif r["status"] == "skip":
+            extra = "  " + (r.get("reason") or "")[:120]
+        print(f"[{done[0]:4d}/{total} {time.time() - t0:6.0f}s] {r['status']:13s} {r['op']}{extra}", flush=True)
+
+    return log
+
+
+def print_summary(doc, noun, elapsed, out):
+    """A sweep's closing lines: the counts, the most common failures, the
+    most needed fallbacks."""
+    counts, kinds, fb = doc["counts"], doc.get("failure_kinds") or {}, doc.get("fallback_ops") or {}
+    print(f"\npass {counts['pass']}  fallback-pass {counts['fallback-pass']}  fail {counts['fail']}  "
+          f"skip {counts['skip']}  ({sum(counts.values())} {noun}, {elapsed:.0f}s) -> {os.path.relpath(out, REPO)}")
+    if kinds:
+        print("failures by kind:")
+        for e, ks in list(kinds.items())[:12]:
+            print(f"  {len(ks):3d}  {e}   [{', '.join(ks[:4])}{', ...' if len(ks) > 4 else ''}]")
+    if fb:
+        print(f"most needed fallbacks (aten op: {noun}): " + ", ".join(f"{k} ({v})" for k, v in list(fb.items())[:15]))
+
+
 def git_commit():
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
