@@ -330,6 +330,25 @@ static bool all_zero(const int64_t *v, int n) {
   return true;
 }
 
+/* The attributes of a windowed op (reduce_window, select_and_scatter), the
+ * defaults (unit strides and dilations, no padding) left out. */
+static void window_attrs(tpu_strbuf_t *a, int r, const int64_t *window, const int64_t *strides,
+                         const int64_t *base_dilations, const int64_t *window_dilations, const int64_t *padding) {
+  tpu_strbuf_init(a);
+  tpu_hlo__array_attr(a, "window_dimensions", window, r);
+  const char *names[3] = {"window_strides", "base_dilations", "window_dilations"};
+  const int64_t *vals[3] = {strides, base_dilations, window_dilations};
+  for (int i = 0; i < 3; i++) {
+    if (all_ones(vals[i], r)) continue;
+    tpu_hlo__puts(a, ", ");
+    tpu_hlo__array_attr(a, names[i], vals[i], r);
+  }
+  if (!all_zero(padding, 2 * r)) {
+    tpu_hlo__puts(a, ", ");
+    tpu_hlo__pairs_attr(a, "padding", padding, r);
+  }
+}
+
 tpu_hlo_value_t tpu_hlo_reduce_window(tpu_hlo_func_t *f, tpu_hlo_value_t x, tpu_hlo_value_t init,
                                       const int64_t *window, const int64_t *strides,
                                       const int64_t *base_dilations, const int64_t *window_dilations,
@@ -340,26 +359,8 @@ tpu_hlo_value_t tpu_hlo_reduce_window(tpu_hlo_func_t *f, tpu_hlo_value_t x, tpu_
   tpu_hlo_type_t tx = *T(x), to;
   if (!window_shape(f, "reduce_window", &tx, window, strides, base_dilations, window_dilations, padding, &to))
     return TPU_HLO_NONE;
-  int r = tx.rank;
   tpu_strbuf_t a;
-  tpu_strbuf_init(&a);
-  tpu_hlo__array_attr(&a, "window_dimensions", window, r);
-  if (!all_ones(strides, r)) {
-    tpu_hlo__puts(&a, ", ");
-    tpu_hlo__array_attr(&a, "window_strides", strides, r);
-  }
-  if (!all_ones(base_dilations, r)) {
-    tpu_hlo__puts(&a, ", ");
-    tpu_hlo__array_attr(&a, "base_dilations", base_dilations, r);
-  }
-  if (!all_ones(window_dilations, r)) {
-    tpu_hlo__puts(&a, ", ");
-    tpu_hlo__array_attr(&a, "window_dilations", window_dilations, r);
-  }
-  if (!all_zero(padding, 2 * r)) {
-    tpu_hlo__puts(&a, ", ");
-    tpu_hlo__pairs_attr(&a, "padding", padding, r);
-  }
+  window_attrs(&a, tx.rank, window, strides, base_dilations, window_dilations, padding);
   tpu_hlo_value_t v = tpu_hlo__begin(f, "reduce_window", ops, 2, &to, 1);
   if (v < 0) {
     tpu_strbuf_free(&a);
@@ -398,18 +399,8 @@ tpu_hlo_value_t tpu_hlo_select_and_scatter(tpu_hlo_func_t *f, tpu_hlo_value_t op
     return FAIL(f, "select_and_scatter: source %s must have the windowed shape %s of operand %s",
                 TPU_HLO_TSTR(&ts, b1), TPU_HLO_TSTR(&tw, b2), TPU_HLO_TSTR(&tx, b3));
   }
-  int r = tx.rank;
   tpu_strbuf_t a;
-  tpu_strbuf_init(&a);
-  tpu_hlo__array_attr(&a, "window_dimensions", window, r);
-  if (!all_ones(strides, r)) {
-    tpu_hlo__puts(&a, ", ");
-    tpu_hlo__array_attr(&a, "window_strides", strides, r);
-  }
-  if (!all_zero(padding, 2 * r)) {
-    tpu_hlo__puts(&a, ", ");
-    tpu_hlo__pairs_attr(&a, "padding", padding, r);
-  }
+  window_attrs(&a, tx.rank, window, strides, NULL, NULL, padding);
   tpu_hlo_value_t v = tpu_hlo__begin(f, "select_and_scatter", ops, 3, &tx, 1);
   if (v < 0) {
     tpu_strbuf_free(&a);
