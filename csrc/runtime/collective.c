@@ -134,16 +134,9 @@ tpu_status_t tpu_rt_collective(tpu_rt_collective_t kind, const char *reduce, tpu
     if (st || R.mode == TPU_MODE_DEBUG) tpu_work_done(NULL, (void *)(uintptr_t)seq);
   }
   for (int i = 0; i < n && !st; i++) {
-    tpu_value_t *v = value_new(&out_t, devs[i]);
-    tpu_storage_t *s = v ? storage_new(v) : NULL;
-    if (!s) {
-      if (v) value_release(v);
-      st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
-      break;
-    }
-    v->buffer = outs[i];
+    out_storages[i] = storage_of_buffer(outs[i], &out_t, devs[i]);
     outs[i] = NULL;
-    out_storages[i] = s;
+    if (!out_storages[i]) st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
   }
   for (int i = 0; i < n; i++) {
     if (vals[i]) value_release(vals[i]);

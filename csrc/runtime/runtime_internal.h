@@ -60,6 +60,7 @@ tpu_value_t *value_new(const tpu_hlo_type_t *type, int device);
 void value_retain(tpu_value_t *v);
 void value_release(tpu_value_t *v);
 tpu_storage_t *storage_new(tpu_value_t *value /* ref moved in */);
+tpu_storage_t *storage_of_buffer(tpu_pjrt_buffer_t *buf /* moved in */, const tpu_hlo_type_t *t, int device);
 tpu_storage_t *storage_new_lazy(int device, tpu_dtype_t dtype, int64_t numel, bool untyped);
 /* The bytes a storage with no value holds in the device's accounts
  * (tpu_pjrt_memory_promise): storage_promised before a change of its value

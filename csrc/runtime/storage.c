@@ -69,6 +69,20 @@ tpu_storage_t *storage_new(tpu_value_t *value /* ref moved in */) {
   return s;
 }
 
+/* A storage holding a device buffer of type t (the buffer moved in; on
+ * failure, NULL, and the buffer is destroyed). */
+tpu_storage_t *storage_of_buffer(tpu_pjrt_buffer_t *buf, const tpu_hlo_type_t *t, int device) {
+  tpu_value_t *v = value_new(t, device);
+  tpu_storage_t *s = v ? storage_new(v) : NULL;
+  if (!s) {
+    if (v) value_release(v);
+    tpu_pjrt_buffer_destroy(buf);
+    return NULL;
+  }
+  v->buffer = buf;
+  return s;
+}
+
 tpu_storage_t *storage_new_lazy(int device, tpu_dtype_t dtype, int64_t numel, bool untyped) {
   tpu_storage_t *s = (tpu_storage_t *)calloc(1, sizeof(*s));
   if (!s) return NULL;

@@ -27,18 +27,9 @@ tpu_status_t tpu_rt_storage_from_host(int device, tpu_dtype_t dtype, const int64
     return st;
   }
   tpu_hlo_type_t t = tpu_hlo_type_make(dtype, rank, dims);
-  tpu_value_t *v = value_new(&t, device);
-  tpu_storage_t *s = v ? storage_new(v) : NULL;
-  if (!s) {
-    if (v) value_release(v);
-    else tpu_pjrt_buffer_destroy(buf);
-    UNLOCK();
-    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
-  }
-  v->buffer = buf;
-  *out_storage = s;
+  *out_storage = storage_of_buffer(buf, &t, device);
   UNLOCK();
-  return NULL;
+  return *out_storage ? NULL : tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
 }
 
 /* An asynchronous upload is a piece of work (events and synchronize
@@ -83,18 +74,9 @@ tpu_status_t tpu_rt_storage_from_host_async(int device, tpu_dtype_t dtype, const
     return st;
   }
   tpu_hlo_type_t t = tpu_hlo_type_make(dtype, rank, dims);
-  tpu_value_t *v = value_new(&t, device);
-  tpu_storage_t *s = v ? storage_new(v) : NULL;
-  if (!s) {
-    if (v) value_release(v);
-    else tpu_pjrt_buffer_destroy(buf);
-    UNLOCK();
-    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
-  }
-  v->buffer = buf;
-  *out_storage = s;
+  *out_storage = storage_of_buffer(buf, &t, device);
   UNLOCK();
-  return NULL;
+  return *out_storage ? NULL : tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
 }
 
 tpu_status_t tpu_rt_dma_map(void *data, size_t size) {
