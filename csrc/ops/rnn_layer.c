@@ -27,34 +27,29 @@
 
 #include "ops/rnn_internal.h"
 
-/* a [B,K] @ w[N,K]^T -> [B,N] (out dtype acc). */
-static tpu_hlo_value_t rnn_mm_nt(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t w, tpu_dtype_t acc) {
+/* A 2-d matmul contracting dim `ca` of a with dim `cb` of b (out dtype acc). */
+static tpu_hlo_value_t rnn_mm(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t b, int ca, int cb, tpu_dtype_t acc) {
   tpu_hlo_dot_dims_t d;
   memset(&d, 0, sizeof d);
   d.ncontract = 1;
-  d.lhs_contract[0] = 1;
-  d.rhs_contract[0] = 1;
-  return tpu_hlo_dot_general(c->f, a, w, &d, acc);
+  d.lhs_contract[0] = ca;
+  d.rhs_contract[0] = cb;
+  return tpu_hlo_dot_general(c->f, a, b, &d, acc);
+}
+
+/* a [B,K] @ w[N,K]^T -> [B,N]. */
+static tpu_hlo_value_t rnn_mm_nt(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t w, tpu_dtype_t acc) {
+  return rnn_mm(c, a, w, 1, 1, acc);
 }
 
 /* a [B,N] @ w [N,K] -> [B,K]. */
 static tpu_hlo_value_t rnn_mm_nn(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t w, tpu_dtype_t acc) {
-  tpu_hlo_dot_dims_t d;
-  memset(&d, 0, sizeof d);
-  d.ncontract = 1;
-  d.lhs_contract[0] = 1;
-  d.rhs_contract[0] = 0;
-  return tpu_hlo_dot_general(c->f, a, w, &d, acc);
+  return rnn_mm(c, a, w, 1, 0, acc);
 }
 
 /* a [B,N]^T @ b [B,K] -> [N,K]. */
 static tpu_hlo_value_t rnn_mm_tn(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t b, tpu_dtype_t acc) {
-  tpu_hlo_dot_dims_t d;
-  memset(&d, 0, sizeof d);
-  d.ncontract = 1;
-  d.lhs_contract[0] = 0;
-  d.rhs_contract[0] = 0;
-  return tpu_hlo_dot_general(c->f, a, b, &d, acc);
+  return rnn_mm(c, a, b, 0, 0, acc);
 }
 
 /* ---- layers: one direction of one layer as a while loop -------------------- */
