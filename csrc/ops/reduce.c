@@ -129,29 +129,24 @@ static tpu_dtype_t sum_default(tpu_dtype_t in) {
   return (in == TPU_PRED || tpu_dtype_is_int(in)) ? TPU_S64 : in;
 }
 
-/* sum: x; ints [dtype (0: int64 for bool/int, else x's), keepdim, dim...]. */
-static void rule_sum(tpu_op_ctx_t *c) {
+/* sum and prod: x in dtype (computed in its opmath type), reduced with
+ * `op` from `init` (`bool_op` for bool). */
+static void sum_or_prod(tpu_op_ctx_t *c, double init, const char *op, const char *bool_op) {
   V x = c->in[0];
   tpu_dtype_t dt = tpu_op_dtype_attr(c, 0, sum_default(tpu_op_dtype(c, x)));
   red_t r;
   if (!dt || !red_from_attrs(c, x, 1, 2, &r)) return;
   tpu_dtype_t at = tpu_op_opmath(dt);
   V xa = tpu_hlo_cast(c->f, tpu_hlo_cast(c->f, x, dt), at);
-  V s = red_apply(c, xa, tpu_hlo_scalar(c->f, at, 0), at == TPU_PRED ? "or" : "add", &r);
+  V s = red_apply(c, xa, tpu_hlo_scalar(c->f, at, init), at == TPU_PRED ? bool_op : op, &r);
   tpu_op_set_output(c, red_shape(c, tpu_hlo_cast(c->f, s, dt), &r));
 }
 
+/* sum: x; ints [dtype (0: int64 for bool/int, else x's), keepdim, dim...]. */
+static void rule_sum(tpu_op_ctx_t *c) { sum_or_prod(c, 0, "add", "or"); }
+
 /* prod: as sum, with multiply. */
-static void rule_prod(tpu_op_ctx_t *c) {
-  V x = c->in[0];
-  tpu_dtype_t dt = tpu_op_dtype_attr(c, 0, sum_default(tpu_op_dtype(c, x)));
-  red_t r;
-  if (!dt || !red_from_attrs(c, x, 1, 2, &r)) return;
-  tpu_dtype_t at = tpu_op_opmath(dt);
-  V xa = tpu_hlo_cast(c->f, tpu_hlo_cast(c->f, x, dt), at);
-  V s = red_apply(c, xa, tpu_hlo_scalar(c->f, at, 1), at == TPU_PRED ? "and" : "multiply", &r);
-  tpu_op_set_output(c, red_shape(c, tpu_hlo_cast(c->f, s, dt), &r));
-}
+static void rule_prod(tpu_op_ctx_t *c) { sum_or_prod(c, 1, "multiply", "and"); }
 
 /* mean: x; ints [dtype (a float type; 0: x's), keepdim, dim...]. */
 static void rule_mean(tpu_op_ctx_t *c) {
