@@ -48,6 +48,26 @@ static bool check_same(tpu_op_ctx_t *c, const tpu_hlo_type_t *p, int i, const ch
   return true;
 }
 
+/* The input layout of a fused optimizer step: n tensors in each of `lists`
+ * lists, then `nhyper` hyperparameters and `nextra` grad_scale / found_inf
+ * scalars (0-d, of the float dtype sdt_code); n * nout_per outputs. */
+static bool fused_layout(tpu_op_ctx_t *c, int64_t n, int lists, int nout_per, int nhyper, int nextra,
+                         int64_t sdt_code, tpu_dtype_t *out_sdt) {
+  if (n <= 0 || n * nout_per > TPU_OP_MAX_OUTPUTS || n * lists + nhyper + nextra != c->nin) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: bad list length %lld for %d inputs", c->name, (long long)n, c->nin);
+    return false;
+  }
+  if (!valid_float(sdt_code)) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: scalar dtype %lld is not a float type", c->name, (long long)sdt_code);
+    return false;
+  }
+  *out_sdt = (tpu_dtype_t)sdt_code;
+  int s0 = (int)n * lists;
+  for (int i = 0; i < nhyper + nextra; i++)
+    if (!tpu_op_check_scalar(c, s0 + i, i < nhyper ? "hyperparameter" : "grad_scale/found_inf")) return false;
+  return true;
+}
+
 /* ---- fused Adam / AdamW ----------------------------------------------------------
  * Rule "fused_adam".
  *   attrs: [n, amsgrad, maximize, adamw, has_weight_decay, has_grad_scale,
@@ -76,19 +96,10 @@ static void rule_fused_adam(tpu_op_ctx_t *c) {
   if (tpu_hlo_func_status(f)) return;
   int lists = amsgrad ? 6 : 5;
   int nout_per = 3 + (amsgrad ? 1 : 0) + (has_gs ? 1 : 0);
-  if (n <= 0 || n * nout_per > TPU_OP_MAX_OUTPUTS || n * lists + 5 + has_gs + has_fi != c->nin) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: bad list length %lld for %d inputs", c->name, (long long)n, c->nin);
-    return;
-  }
-  if (!valid_float(sdt_code)) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: scalar dtype %lld is not a float type", c->name, (long long)sdt_code);
-    return;
-  }
-  tpu_dtype_t sdt = (tpu_dtype_t)sdt_code;
+  tpu_dtype_t sdt;
+  if (!fused_layout(c, n, lists, nout_per, 5, has_gs + has_fi, sdt_code, &sdt)) return;
   int N = (int)n;
   int s0 = N * lists;
-  for (int i = 0; i < 5 + has_gs + has_fi; i++)
-    if (!tpu_op_check_scalar(c, s0 + i, i < 5 ? "hyperparameter" : "grad_scale/found_inf")) return;
   tpu_hlo_value_t lr = tpu_op_scalar_in(c, s0 + 0, sdt), beta1 = tpu_op_scalar_in(c, s0 + 1, sdt);
   tpu_hlo_value_t beta2 = tpu_op_scalar_in(c, s0 + 2, sdt), wd = tpu_op_scalar_in(c, s0 + 3, sdt);
   tpu_hlo_value_t eps = tpu_op_scalar_in(c, s0 + 4, sdt);
@@ -183,18 +194,9 @@ static void rule_fused_sgd(tpu_op_ctx_t *c) {
   if (tpu_hlo_func_status(f)) return;
   int lists = has_mom ? 3 : 2;
   int nout_per = 1 + (has_mom ? 1 : 0) + (has_gs ? 1 : 0);
-  if (n <= 0 || n * nout_per > TPU_OP_MAX_OUTPUTS || n * lists + 4 + has_gs + has_fi != c->nin) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: bad list length %lld for %d inputs", c->name, (long long)n, c->nin);
-    return;
-  }
-  if (!valid_float(sdt_code)) {
-    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: scalar dtype %lld is not a float type", c->name, (long long)sdt_code);
-    return;
-  }
-  tpu_dtype_t sdt = (tpu_dtype_t)sdt_code;
+  tpu_dtype_t sdt;
+  if (!fused_layout(c, n, lists, nout_per, 4, has_gs + has_fi, sdt_code, &sdt)) return;
   int N = (int)n, s0 = N * lists;
-  for (int i = 0; i < 4 + has_gs + has_fi; i++)
-    if (!tpu_op_check_scalar(c, s0 + i, i < 4 ? "hyperparameter" : "grad_scale/found_inf")) return;
   tpu_hlo_value_t wd = tpu_op_scalar_in(c, s0, sdt), mom = tpu_op_scalar_in(c, s0 + 1, sdt);
   tpu_hlo_value_t neg_lr = tpu_hlo_unary(f, "negate", tpu_op_scalar_in(c, s0 + 2, sdt));
   tpu_hlo_value_t c_damp = SUB(c, tpu_hlo_scalar(f, sdt, 1.0), tpu_op_scalar_in(c, s0 + 3, sdt));
