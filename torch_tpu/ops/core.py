@@ -1,36 +1,19 @@
 """Core kernels: factories, copies between devices and dtypes, views,
 fills, scalar reads, resize.  Views are PyTorch metadata over a shared
-storage (the engine reads a view by its sizes/strides/offset), so the view
-kernels here only redispatch to PyTorch's own metadata kernels."""
+storage (the engine reads a view by its sizes/strides/offset): the view
+kernels are PyTorch's own metadata kernels, registered in C++."""
 import torch
 
 from .. import _C
-from .._dispatch import _cpu_fallback, device_index, impl, register, run, to_dtype, write
+from .._dispatch import _cpu_fallback, device_index, register, run, to_dtype, write
 from .._dtypes import CODE, dtype_code
 
 aten = torch.ops.aten
 _SUPPORTED = set(CODE)
-_CPU_KS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 
 
-def _meta_redispatch(op):
-    def kernel(*args, **kwargs):
-        return op.redispatch(_CPU_KS, *args, **kwargs)
-
-    return kernel
-
-
-# Pure metadata ops: PyTorch's generic implementations work on any storage.
-for _name, _op in [
-    ("as_strided", aten.as_strided.default),
-    ("view", aten.view.default),
-    ("_reshape_alias", aten._reshape_alias.default),
-    ("unfold", aten.unfold.default),
-    ("set_.source_Storage_storage_offset", aten.set_.source_Storage_storage_offset),
-    ("set_.source_Storage", aten.set_.source_Storage),
-    ("set_.source_Tensor", aten.set_.source_Tensor),
-]:
-    impl(_name, _meta_redispatch(_op))
+# The view kernels (as_strided, view, _reshape_alias, unfold, set_) are
+# PyTorch's own metadata kernels, registered in C++ (csrc/torch/kernels_views.cpp).
 
 
 def _check_size(size):
