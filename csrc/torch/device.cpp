@@ -136,7 +136,9 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
     return default_generator(device_index < 0 ? current_device() : device_index);
   }
   at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
-    return new_generator(device_index < 0 ? current_device() : device_index);
+    c10::DeviceIndex i = device_index < 0 ? current_device() : device_index;
+    check_device_index(i);  // torch.Generator(device="tpu:7") on one device raises, as CUDA
+    return new_generator(i);
   }
   at::Device getDeviceFromPtr(void* data) const override { return device_from_ptr(data); }
   bool isPinnedPtr(const void* data) const override { return is_pinned_ptr(data); }

@@ -219,6 +219,24 @@ def test_generator_bad_input():
         g.set_state(torch.zeros(3, dtype=torch.uint8))
     with pytest.raises(TypeError, match="ByteTensor"):
         g.set_state(torch.zeros(16, dtype=torch.float32))
+    with pytest.raises(RuntimeError, match="Invalid device index"):
+        torch.Generator(device=f"tpu:{torch.tpu.device_count()}")
+
+
+@pytest.mark.parametrize("op", ["randn", "rand", "randint", "randperm", "normal_", "bernoulli", "multinomial"])
+def test_tpu_generator_with_cpu_tensors_raises_as_cpu(op):
+    """A tpu generator sends a CPU op to the tpu kernels (the dispatcher
+    counts the generator's device): it must raise CPU's error, not compute."""
+    g = torch.Generator(device="tpu")
+    calls = {"randn": lambda: torch.randn(3, generator=g), "rand": lambda: torch.rand(3, generator=g),
+             "randint": lambda: torch.randint(0, 5, (3,), generator=g),
+             "randperm": lambda: torch.randperm(5, generator=g),
+             "normal_": lambda: torch.empty(3).normal_(generator=g),
+             "bernoulli": lambda: torch.bernoulli(torch.full((3,), 0.5), generator=g),
+             "multinomial": lambda: torch.multinomial(torch.ones(4), 2, generator=g)}
+    with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator but found 'tpu'"):
+        calls[op]()
+    assert torch.randperm(5, generator=g, device=TPU).sort().values.cpu().tolist() == [0, 1, 2, 3, 4]
 
 
 # ---- streams and events -------------------------------------------------------------
@@ -358,6 +376,17 @@ def test_storage_resize_keeps_prefix_and_aliases():
     assert s.device.type == "tpu" and s.nbytes() == 16
     t = torch.tensor([], device=TPU).set_(s).view(torch.float32)
     assert t.cpu().tolist() == [0.0] * 4
+
+
+def test_set_past_the_storage_grows_it_as_cpu():
+    s = torch.arange(4.0, device=TPU).untyped_storage()
+    t = torch.empty(0, device=TPU).set_(s, 0, (10,), (1,))  # crashed in the CPU kernel's host copy
+    c = torch.empty(0).set_(torch.arange(4.0).untyped_storage(), 0, (10,), (1,))
+    assert s.nbytes() == c.untyped_storage().nbytes() == 40
+    assert torch.equal(t[:4].cpu(), c[:4])
+    t2 = torch.empty(0, device=TPU).set_(t)  # the Tensor overload shares the storage
+    t2[0] = 7.0
+    assert t[0].item() == 7.0 and t2.untyped_storage().data_ptr() == s.data_ptr()
 
 
 def test_view_of_shrunken_storage_raises():

@@ -18,9 +18,15 @@ def _dev(t):
     return t.device.index or 0 if isinstance(t, torch.Tensor) else 0
 
 
-def _gen_check(generator):
+def _gen_check(generator, on=None):
+    """A generator passed to a tpu kernel must be a tpu one; and a tpu
+    generator reaches these kernels for a tensor `on` another device too (the
+    dispatcher counts the generator's device), which raises as CPU does."""
     if generator is not None and generator.device.type != "tpu":
         raise RuntimeError(f"Expected a 'tpu' device type for generator but found '{generator.device.type}'")
+    dev = on.device if isinstance(on, torch.Tensor) else (torch.device(on) if on is not None else None)
+    if dev is not None and dev.type != "tpu":
+        raise RuntimeError(f"Expected a '{dev.type}' device type for generator but found 'tpu'")
 
 
 def _sample(rule, like, dtype, extra_inputs, device=0, generator=None):
@@ -33,7 +39,7 @@ def _sample(rule, like, dtype, extra_inputs, device=0, generator=None):
 
 @register("uniform_")
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
-    _gen_check(generator)
+    _gen_check(generator, self)
     if not self.dtype.is_floating_point:
         raise NotImplementedError(f"\"check_uniform_bounds\" not implemented for '{self.dtype}'")
     if from_ > to:
@@ -43,7 +49,7 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
 
 @register("normal_")
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
-    _gen_check(generator)
+    _gen_check(generator, self)
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     return write(self, _sample("rng_normal", self, self.dtype, [float(mean), float(std)], _dev(self), generator))
@@ -58,7 +64,7 @@ def exponential_(self, lambd=1.0, *, generator=None):
     """-log(1 - u) / lambd from a uniform draw u in [0, 1), never 0: like
     PyTorch's CUDA transformation, a draw that rounds to 0 becomes eps/2
     of the dtype (vLLM divides probabilities by these draws)."""
-    _gen_check(generator)
+    _gen_check(generator, self)
     if not self.dtype.is_floating_point:
         raise RuntimeError("Exponential distribution is a continuous probability distribution. dtype must be a "
                            f"floating point but you specified {_SCALAR_NAMES.get(self.dtype, self.dtype)}")
@@ -72,7 +78,7 @@ def exponential_(self, lambd=1.0, *, generator=None):
 
 @register("random_.from")
 def random_from(self, from_, to=None, *, generator=None):
-    _gen_check(generator)
+    _gen_check(generator, self)
     if to is None:
         to = 2 ** 53 if self.dtype.is_floating_point else torch.iinfo(self.dtype).max + 1
     if from_ >= to:
@@ -94,7 +100,7 @@ def random_(self, *, generator=None):
 
 @register("bernoulli_.float")
 def bernoulli_float(self, p=0.5, *, generator=None):
-    _gen_check(generator)
+    _gen_check(generator, self)
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
     return write(self, _sample("rng_bernoulli", self, self.dtype, [float(p)], _dev(self), generator))
@@ -102,19 +108,19 @@ def bernoulli_float(self, p=0.5, *, generator=None):
 
 @register("bernoulli_.Tensor")
 def bernoulli_tensor(self, p, *, generator=None):
-    _gen_check(generator)
+    _gen_check(generator, self)
     return write(self, _sample("rng_bernoulli", self, self.dtype, [p.expand(self.shape)], _dev(self), generator))
 
 
 @register("bernoulli")
 def bernoulli(self, *, generator=None):
-    _gen_check(generator)
+    _gen_check(generator, self)
     return _sample("rng_bernoulli", self, self.dtype, [self], _dev(self), generator)
 
 
 @register("bernoulli.p")
 def bernoulli_p(self, p, *, generator=None):
-    _gen_check(generator)
+    _gen_check(generator, self)
     return _sample("rng_bernoulli", self, self.dtype, [float(p)], _dev(self), generator)
 
 
@@ -153,6 +159,7 @@ def _gumbel(shape, device, generator):
 
 @register("multinomial")
 def multinomial(self, num_samples, replacement=False, *, generator=None):
+    _gen_check(generator, self)
     if self.dim() not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if not self.dtype.is_floating_point:
@@ -189,6 +196,8 @@ def _tname(dt):
 
 @register("randperm.generator", out="randperm.generator_out")
 def randperm_generator(n, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
+    # device None is the CPU here (a factory reached because of its generator)
+    _gen_check(generator, device if device is not None or generator is None else "cpu")
     if n < 0:
         raise RuntimeError(f"n must be non-negative, got{n}")
     dtype = dtype or torch.int64
@@ -212,7 +221,7 @@ def rrelu_with_noise(self, noise, lower=0.125, upper=1.0 / 3.0, training=False, 
         raise Unsupported()  # the CPU kernel's error
     if not training:
         return torch.nn.functional.leaky_relu(self, (float(lower) + float(upper)) / 2)
-    _gen_check(generator)
+    _gen_check(generator, self)
     work = torch.float64 if self.dtype == torch.float64 else torch.float32
     slope = _sample("rng_uniform", self, work, [float(lower), float(upper)], _dev(self), generator).to(self.dtype)
     neg = self <= 0
