@@ -36,6 +36,11 @@ def _register():
         return
     from . import _dispatch, _module
     torch.utils.rename_privateuse1_backend(_BACKEND)
+    # torch.autocast("tpu") with no dtype: bfloat16, a TPU's native lower
+    # precision (as torch.tpu.amp.autocast and TorchTPU); PyTorch's default
+    # for a PrivateUse1 device is float16.  The setting is per thread in
+    # PyTorch; this is the importing (main) thread's.
+    torch.set_autocast_dtype(_BACKEND, torch.bfloat16)
     _C._register_hooks()
     torch._register_device_module(_BACKEND, _module)
     torch.utils.generate_methods_for_privateuse1_backend(

@@ -150,6 +150,18 @@ def test_arange_matches_cpu_without_fallback():
     assert torch_tpu.fallback_counts() == before
 
 
+def test_autocast_defaults_to_bf16_as_torch_tpu_amp():
+    assert torch.get_autocast_dtype("tpu") == torch.bfloat16
+    d = torch.randn(4, 4, device="tpu")
+    with torch.autocast("tpu"):
+        y = d @ d
+    with torch.tpu.amp.autocast():
+        z = d @ d
+    assert y.dtype == z.dtype == torch.bfloat16
+    with torch.autocast("tpu", dtype=torch.float16):
+        assert (d @ d).dtype == torch.float16
+
+
 def test_autocast_runs_matmuls_in_bf16_and_softmax_in_f32():
     t = torch.randn(8, 8)
     d = t.to("tpu")
