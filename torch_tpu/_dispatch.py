@@ -385,8 +385,9 @@ def impl(name, fn, key="PrivateUse1"):
 def register(functional=None, out=None, inplace=None, fast=False, autograd=False):
     """Decorator: registers fn (which returns tensors or a Call) for the
     functional overload(s) and derives the out= and in-place overloads named.
-    fast=True (add/sub/mul/div) makes the functional overload's kernel the
-    C++ one (csrc/torch/arith.cpp): it runs the common cases with no Python
+    fast=True (add/sub/mul/div/pow and the one-input float ops) makes the
+    functional overload's kernel the C++ one (csrc/torch/arith.cpp): it
+    runs the common cases with no Python
     and hands the rest, and a rule's TPU_UNIMPLEMENTED, to this kernel,
     wrapped like every other (so the CPU fallback behaves the same).
     autograd=True (a kernel composed of device ops, whose backward op has no

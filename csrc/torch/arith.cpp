@@ -1,11 +1,14 @@
-// arith.cpp - add, sub, mul, div (and their in-place forms) as C++ kernels:
-// the hot path of an eager program runs no Python at all (the dispatcher
-// calls these with the GIL released).  Each takes the common cases itself -
-// tpu tensors, Python numbers and 0-d CPU tensors of real dtypes, with
-// PyTorch's type promotion (at::result_type) - and hands everything else
-// (complex, bool subtraction, alpha checks, other devices) to the Python
-// kernel of the same overload, which owns the errors and the CPU fallback.
-// Python registers the pairs at start (register_fast_kernel).
+// arith.cpp - the elementwise hot path as C++ kernels: add, sub, mul, div,
+// pow (and their in-place forms are Python's) and the one-input float ops
+// (exp, log, rsqrt, tanh, neg, relu, silu, ...; TPU_FAST_UNARY below): the
+// dispatcher calls these with the GIL released and they run no Python.
+// Each takes the common cases itself - tpu tensors, Python numbers and 0-d
+// CPU tensors of real dtypes, with PyTorch's type promotion
+// (at::result_type); a unary op only floating tpu tensors - and hands
+// everything else (complex, integer results of pow and the float ops, bool
+// subtraction, alpha checks, other devices) to the Python kernel of the same
+// overload, which owns the errors and the CPU fallback.  Python registers
+// the pairs at start (register_fast_kernel).
 #include <Python.h>
 
 #include <mutex>
@@ -27,7 +30,7 @@
 namespace torch_tpu {
 namespace {
 
-enum class Op { kAdd, kSub, kMul, kDiv };
+enum class Op { kAdd, kSub, kMul, kDiv, kPow };
 
 const char* rule_name(Op op) {
   switch (op) {
@@ -35,12 +38,13 @@ const char* rule_name(Op op) {
     case Op::kSub: return "sub";
     case Op::kMul: return "mul";
     case Op::kDiv: return "div";
+    case Op::kPow: return "pow";
   }
   return "?";
 }
 
 const tpu_op_rule_t* rule_of(Op op) {
-  static const tpu_op_rule_t* rules[4];
+  static const tpu_op_rule_t* rules[5];
   auto i = static_cast<int>(op);
   if (!rules[i]) rules[i] = tpu_op_rule_find(rule_name(op));
   return rules[i];
@@ -103,6 +107,7 @@ std::optional<c10::ScalarType> result_dtype(Op op, c10::ScalarType dt) {
   if (c10::isComplexType(dt) || dtype_code(dt) == TPU_DTYPE_INVALID) return std::nullopt;
   if (op == Op::kDiv && !c10::isFloatingType(dt)) dt = c10::typeMetaToScalarType(c10::get_default_dtype());
   if (op == Op::kSub && dt == c10::ScalarType::Bool) return std::nullopt;  // the Python kernel raises
+  if (op == Op::kPow && !c10::isFloatingType(dt)) return std::nullopt;    // integer powers: Python's checks
   return dt;
 }
 
@@ -171,10 +176,35 @@ PyObject* scalar_to_py(const c10::Scalar& s) {
   return PyFloat_FromDouble(s.toDouble());
 }
 
+// Calls the Python kernel of `name` with args (a new reference, or NULL
+// after a failed build) and kwargs; raises its exception as PyTorch's.
+at::Tensor call_python(const char* name, PyObject* args, PyObject* kwargs) {
+  PyObject* fn = slow_kernel(name);
+  PyObject* r = args ? PyObject_Call(fn, args, kwargs) : nullptr;
+  Py_XDECREF(args);
+  Py_XDECREF(kwargs);
+  if (!r || !THPVariable_Check(r)) {
+    if (r) {
+      Py_DECREF(r);
+      PyErr_Format(PyExc_TypeError, "tpu: the kernel of %s returned a non-tensor", name);
+    }
+    python_error err;
+    err.persist();
+    throw err;
+  }
+  at::Tensor out = THPVariable_Unpack(r);
+  Py_DECREF(r);
+  return out;
+}
+
+struct Gil {
+  PyGILState_STATE s = PyGILState_Ensure();
+  ~Gil() { PyGILState_Release(s); }
+};
+
 at::Tensor call_slow(const char* name, const at::Tensor& self, const at::Tensor* other_t, const c10::Scalar* other_s,
                      const c10::Scalar* alpha) {
-  PyGILState_STATE gil = PyGILState_Ensure();
-  PyObject* fn = slow_kernel(name);
+  Gil gil;
   PyObject* a = THPVariable_Wrap(self);
   PyObject* b = other_t ? THPVariable_Wrap(*other_t) : scalar_to_py(*other_s);
   PyObject* args = (a && b) ? PyTuple_Pack(2, a, b) : nullptr;
@@ -192,23 +222,39 @@ at::Tensor call_slow(const char* name, const at::Tensor& self, const at::Tensor*
       Py_DECREF(al);
     }
   }
-  PyObject* r = args ? PyObject_Call(fn, args, kwargs) : nullptr;
-  Py_XDECREF(args);
-  Py_XDECREF(kwargs);
-  if (!r || !THPVariable_Check(r)) {
-    if (r) {
-      Py_DECREF(r);
-      PyErr_Format(PyExc_TypeError, "tpu: the kernel of %s returned a non-tensor", name);
+  return call_python(name, args, kwargs);
+}
+
+at::Tensor call_slow_unary(const char* name, const at::Tensor& self) {
+  Gil gil;
+  PyObject* a = THPVariable_Wrap(self);
+  PyObject* args = a ? PyTuple_Pack(1, a) : nullptr;
+  Py_XDECREF(a);
+  return call_python(name, args, nullptr);
+}
+
+// A one-input float op (attrs [dtype]): a floating tpu tensor in, the same
+// dtype out; nullopt for every other case.
+std::optional<at::Tensor> run_unary(const char* rule_name, const tpu_op_rule_t** rule, const at::Tensor& self) {
+  if (!started() || self.device().type() != kTpu || !c10::isFloatingType(self.scalar_type())) return std::nullopt;
+  tpu_dtype_t code = dtype_code(self.scalar_type());
+  tpu_rt_input_t in;
+  if (code == TPU_DTYPE_INVALID || !tensor_input(self, code, &in)) return std::nullopt;
+  if (!*rule) *rule = tpu_op_rule_find(rule_name);
+  int64_t attr = code;
+  tpu_op_attrs_t attrs = {1, &attr, 0, nullptr};
+  tpu_rt_output_t out[TPU_OP_MAX_OUTPUTS];
+  int nout = 0;
+  tpu_status_t st = tpu_rt_op(*rule, &in, 1, &attrs, out, &nout);
+  if (st) {
+    if (tpu_status_code(st) == TPU_UNIMPLEMENTED) {
+      tpu_status_free(st);
+      return std::nullopt;
     }
-    python_error err;
-    err.persist();
-    PyGILState_Release(gil);
-    throw err;
+    throw_status(st);
   }
-  at::Tensor out = THPVariable_Unpack(r);
-  Py_DECREF(r);
-  PyGILState_Release(gil);
-  return out;
+  for (int o = 1; o < nout; o++) tpu_storage_release(out[o].storage);
+  return make_tensor(out[0].storage, out[0].type.rank, out[0].type.dims, out[0].type.dtype);
 }
 
 // ---- the kernels --------------------------------------------------------------------------------
@@ -248,6 +294,28 @@ at::Tensor div_tensor(const at::Tensor& a, const at::Tensor& b) {
 at::Tensor div_scalar(const at::Tensor& a, const c10::Scalar& b) {
   return binary_scalar<Op::kDiv>(a, b, c10::Scalar(1), "div.Scalar");
 }
+at::Tensor pow_tensor_tensor(const at::Tensor& a, const at::Tensor& b) {
+  return binary_tensor<Op::kPow>(a, b, c10::Scalar(1), "pow.Tensor_Tensor");
+}
+at::Tensor pow_tensor_scalar(const at::Tensor& a, const c10::Scalar& b) {
+  return binary_scalar<Op::kPow>(a, b, c10::Scalar(1), "pow.Tensor_Scalar");
+}
+
+// The one-input float ops: each aten overload's name is its rule's.
+#define TPU_FAST_UNARY(X)                                                                                           \
+  X(exp) X(exp2) X(expm1) X(log) X(log2) X(log10) X(log1p) X(sqrt) X(rsqrt) X(reciprocal) X(sigmoid) X(tanh)      \
+  X(sin) X(cos) X(tan) X(asin) X(acos) X(atan) X(sinh) X(cosh) X(asinh) X(acosh) X(atanh) X(erf) X(erfc)         \
+  X(erfinv) X(floor) X(ceil) X(trunc) X(frac) X(sign) X(abs) X(neg) X(relu) X(silu) X(mish) X(hardsigmoid)       \
+  X(hardswish)
+
+#define TPU_UNARY_KERNEL(name)                                        \
+  at::Tensor unary_##name(const at::Tensor& self) {                   \
+    static const tpu_op_rule_t* rule = nullptr;                       \
+    if (auto r = run_unary(#name, &rule, self)) return *r;            \
+    return call_slow_unary(#name, self);                              \
+  }
+TPU_FAST_UNARY(TPU_UNARY_KERNEL)
+#undef TPU_UNARY_KERNEL
 
 torch::Library* g_lib = nullptr;
 
@@ -283,6 +351,11 @@ extern "C" PyObject* tpu_torch_register_fast_kernel(PyObject*, PyObject* args) {
     else if (n == "mul.Scalar") g_lib->impl("mul.Scalar", TORCH_FN(mul_scalar));
     else if (n == "div.Tensor") g_lib->impl("div.Tensor", TORCH_FN(div_tensor));
     else if (n == "div.Scalar") g_lib->impl("div.Scalar", TORCH_FN(div_scalar));
+    else if (n == "pow.Tensor_Tensor") g_lib->impl("pow.Tensor_Tensor", TORCH_FN(pow_tensor_tensor));
+    else if (n == "pow.Tensor_Scalar") g_lib->impl("pow.Tensor_Scalar", TORCH_FN(pow_tensor_scalar));
+#define TPU_UNARY_REGISTER(name) else if (n == #name) g_lib->impl(#name, TORCH_FN(unary_##name));
+    TPU_FAST_UNARY(TPU_UNARY_REGISTER)
+#undef TPU_UNARY_REGISTER
     else {
       std::lock_guard<std::mutex> g(g_slow_lock);
       Py_DECREF(g_slow[n]);

@@ -684,7 +684,7 @@ PyMethodDef torch_methods[] = {
     {"set_memory_limit", py_set_memory_limit, METH_VARARGS, "set_memory_limit(device, bytes)"},
     {"fast_binary", py_fast_binary, METH_VARARGS, "fast_binary(rule, slow_kernel, float_only=False) -> C kernel"},
     {"register_fast_kernel", tpu_torch_register_fast_kernel, METH_VARARGS,
-     "register_fast_kernel(overload, python_kernel): the C++ kernel of add/sub/mul/div overloads"},
+     "register_fast_kernel(overload, python_kernel): the C++ kernel of an elementwise overload (arith.cpp)"},
     {"_configure", tpu_torch_configure, METH_VARARGS, "_configure(plugin_path, error, device_count_hint)"},
     {"_set_starter", tpu_torch_set_starter, METH_O, "the callable that starts the engine on first use"},
     {"_register_hooks", py_register_hooks, METH_NOARGS, "registers the PrivateUse1 hooks"},

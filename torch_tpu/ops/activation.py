@@ -16,7 +16,7 @@ def _act_dt(x):
     return supported(x.dtype)
 
 
-@register("relu", out="relu.out", inplace="relu_")
+@register("relu", out="relu.out", inplace="relu_", fast=True)  # C++ for floating inputs (arith.cpp)
 def relu(self):
     if self.dtype == torch.bool:
         raise RuntimeError('"clamp_min_scalar_cpu" not implemented for \'Bool\'')
@@ -50,8 +50,8 @@ def gelu(self, *, approximate="none"):
     return ew("gelu", [self], _act_dt(self), _APPROX[approximate])
 
 
-for _name in ["silu", "mish", "hardsigmoid", "hardswish"]:
-    register(_name, out=f"{_name}.out", inplace=f"{_name}_")(
+for _name in ["silu", "mish", "hardsigmoid", "hardswish"]:  # C++ for floating inputs (arith.cpp)
+    register(_name, out=f"{_name}.out", inplace=f"{_name}_", fast=True)(
         (lambda r: lambda self: ew(r, [self], _act_dt(self)))(_name))
 
 

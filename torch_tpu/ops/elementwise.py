@@ -196,8 +196,9 @@ def power(self, exponent):
     return ew("pow", [operand(self, dt), operand(exponent, dt)], dt)
 
 
-register("pow.Tensor_Tensor", out="pow.Tensor_Tensor_out", inplace="pow_.Tensor")(power)
-register("pow.Tensor_Scalar", out="pow.Tensor_Scalar_out", inplace="pow_.Scalar")(power)
+# C++ kernels for floating results (arith.cpp); integer powers here
+register("pow.Tensor_Tensor", out="pow.Tensor_Tensor_out", inplace="pow_.Tensor", fast=True)(power)
+register("pow.Tensor_Scalar", out="pow.Tensor_Scalar_out", inplace="pow_.Scalar", fast=True)(power)
 register("pow.Scalar", out="pow.Scalar_out")(power)
 
 

@@ -43,12 +43,14 @@ def _unary(rule, to_float):
     return kernel
 
 
-# op name -> kernel (returns a Call), also run by the foreach ops
-unary = {_name: register(_name, out=f"{_name}.out", inplace=f"{_name}_")(_unary(_name, _tf))
+# op name -> kernel (returns a Call), also run by the foreach ops.  The
+# functional overloads of floating inputs run as C++ kernels (fast=True,
+# csrc/torch/arith.cpp: TPU_FAST_UNARY), which hand other cases here.
+unary = {_name: register(_name, out=f"{_name}.out", inplace=f"{_name}_", fast=_name != "sgn")(_unary(_name, _tf))
          for _name, _tf in _UNARY.items()}
 
 
-@register("neg", out="neg.out", inplace="neg_")
+@register("neg", out="neg.out", inplace="neg_", fast=True)
 def neg(self):
     if self.dtype == torch.bool:
         raise RuntimeError(
