@@ -364,6 +364,22 @@ def _with_fallback(fn, name):
                 raise TypeError(f"{e} (in aten::{name})") from None
             raise
 
+    if op._schema.is_mutable:
+        # an in-place / out= op records its computation, then the write into
+        # its target: one program (strict and debug flush at the end), so the
+        # target's old value can be donated and updated in place
+        def mutating_kernel(*args, **kwargs):
+            _C.hold_flush()
+            try:
+                r = kernel(*args, **kwargs)
+            except BaseException:
+                _C.release_flush()
+                raise
+            _C.release_flush()
+            return r
+
+        mutating_kernel.__name__ = getattr(fn, "__name__", name)
+        return mutating_kernel
     kernel.__name__ = getattr(fn, "__name__", name)
     return kernel
 

@@ -94,6 +94,10 @@ tpu_status_t tpu_pjrt_buffer_copy_to_device(tpu_pjrt_buffer_t *buffer, int devic
 /* Waits until the buffer's value is computed; returns a failed computation's error. */
 tpu_status_t tpu_pjrt_buffer_await(tpu_pjrt_buffer_t *buffer);
 void tpu_pjrt_buffer_destroy(tpu_pjrt_buffer_t *buffer);
+/* The buffer is donated to an execution about to be issued (the program
+ * aliases it to a result): from now on its bytes count as the result's in
+ * the memory statistics, and its handle is only destroyed. */
+void tpu_pjrt_buffer_donate(tpu_pjrt_buffer_t *buffer);
 
 tpu_dtype_t tpu_pjrt_buffer_dtype(const tpu_pjrt_buffer_t *buffer);
 int tpu_pjrt_buffer_rank(const tpu_pjrt_buffer_t *buffer);

@@ -272,6 +272,14 @@ void tpu_pjrt_buffer_destroy(tpu_pjrt_buffer_t *buffer) {
   free(buffer);
 }
 
+void tpu_pjrt_buffer_donate(tpu_pjrt_buffer_t *buffer) {
+  if (!buffer || !buffer->nbytes || buffer->device < 0 || buffer->device >= TPU_PJRT_MAX_DEVICES) return;
+  pj_mem_t *m = &pj_mem[buffer->device];
+  atomic_fetch_sub(&m->in_use, (long long)buffer->nbytes);
+  atomic_fetch_add(&m->freed, (long long)buffer->nbytes);
+  buffer->nbytes = 0; /* destroy subtracts nothing more */
+}
+
 tpu_dtype_t tpu_pjrt_buffer_dtype(const tpu_pjrt_buffer_t *buffer) { return buffer->dtype; }
 int tpu_pjrt_buffer_rank(const tpu_pjrt_buffer_t *buffer) { return buffer->rank; }
 const int64_t *tpu_pjrt_buffer_dims(const tpu_pjrt_buffer_t *buffer) { return buffer->dims; }

@@ -42,17 +42,17 @@ PyObject *tpu_py_raise_status(tpu_status_t st) {
 static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"plugin", "num_devices", "mode", "cache_dir", "fused_max_nodes",
                            "mem_max_entries", "mem_max_bytes", "disk_max_entries", "disk_max_bytes",
-                           "device_checks", NULL};
+                           "device_checks", "donation", NULL};
   const char *plugin, *cache_dir = NULL;
-  int ndev = 0, mode = 0, fmax = 0, checks = 1;
+  int ndev = 0, mode = 0, fmax = 0, checks = 1, donation = 1;
   long long me = 0, mb = 0, de = 0, db = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|iiziLLLLp", kwlist, &plugin, &ndev, &mode, &cache_dir, &fmax, &me,
-                                   &mb, &de, &db, &checks))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|iiziLLLLpp", kwlist, &plugin, &ndev, &mode, &cache_dir, &fmax, &me,
+                                   &mb, &de, &db, &checks, &donation))
     return NULL;
   tpu_rt_config_t cfg = {.plugin_path = plugin, .num_devices = ndev, .mode = (tpu_eager_mode_t)mode,
                          .cache_dir = cache_dir, .fused_max_nodes = fmax, .mem_cache_max_entries = me,
                          .mem_cache_max_bytes = mb, .disk_cache_max_entries = de, .disk_cache_max_bytes = db,
-                         .no_device_checks = !checks};
+                         .no_device_checks = !checks, .no_donation = !donation};
   tpu_status_t st = tpu_rt_init(&cfg);
   if (st) return raise_status(st);
   Py_RETURN_NONE;
@@ -69,6 +69,17 @@ static PyObject *py_find_plugin(PyObject *self, PyObject *args) {
 
 static PyObject *py_flush(PyObject *self, PyObject *unused) {
   tpu_status_t st = tpu_rt_flush();
+  if (st) return raise_status(st);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_hold_flush(PyObject *self, PyObject *unused) {
+  tpu_rt_hold_flush();
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_release_flush(PyObject *self, PyObject *unused) {
+  tpu_status_t st = tpu_rt_release_flush();
   if (st) return raise_status(st);
   Py_RETURN_NONE;
 }
@@ -147,6 +158,8 @@ static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))py_init, METH_VARARGS | METH_KEYWORDS, "initialise the runtime"},
     {"find_plugin", py_find_plugin, METH_VARARGS, "find_plugin(site_dirs) -> path"},
     {"flush", py_flush, METH_NOARGS, "run pending (fused) work"},
+    {"hold_flush", py_hold_flush, METH_NOARGS, "the steps recorded until release_flush are one program"},
+    {"release_flush", py_release_flush, METH_NOARGS, "ends hold_flush (strict/debug: runs what it held)"},
     {"synchronize", py_synchronize, METH_NOARGS, "run pending work and wait"},
     {"set_mode", py_set_mode, METH_O, "set eager mode"},
     {"get_mode", py_get_mode, METH_NOARGS, "eager mode"},

@@ -117,7 +117,7 @@ tpu_status_t tpu_rt_collective(tpu_rt_collective_t kind, const char *reduce, tpu
   if (kind == TPU_RT_REDUCE_SCATTER) out_t.dims[0] /= n;
   tpu_pjrt_exec_t *exec = NULL;
   if (!st) st = collective_exec(kind, reduce, &in_t, devs, n, &exec);
-  for (int i = 0; i < n && !st; i++) st = view_value(storages[i], &views[i], &vals[i]);
+  for (int i = 0; i < n && !st; i++) st = view_value(storages[i], &views[i], false, &vals[i]);
   int64_t out_bytes = tpu_hlo_type_numel(&out_t) * (int64_t)tpu_dtype_size(out_t.dtype);
   for (int i = 0; i < n && !st; i++) st = memory_check(devs[i], out_bytes, k_collective_names[kind]);
   if (!st) {

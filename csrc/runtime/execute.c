@@ -162,6 +162,11 @@ void err_shutdown(void) {
   tpu_err_table_clear();
 }
 
+/* Inputs below this many elements are never donated: a donation is one more
+ * program variant (the same graph with and without it), worth it where the
+ * copy it saves is large (KV caches, parameters, optimizer state). */
+enum { DONATE_MIN_NUMEL = 1 << 16 };
+
 tpu_status_t graph_flush(tpu_graph_t *g) {
   if (R.forked) return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_FORKED_MSG);
   if (g->nnodes == 0) {
@@ -172,7 +177,7 @@ tpu_status_t graph_flush(tpu_graph_t *g) {
    * (and the argument / output arrays below) live on the stack for the
    * small graphs strict mode flushes per op; the heap takes larger ones. */
   enum { SMALL = 16 };
-  int small_node[SMALL], small_out[SMALL];
+  int small_node[SMALL], small_out[SMALL], small_alias[SMALL], *alias = NULL;
   int cap = 0, nlive = 0;
   for (int n = 0; n < g->nnodes; n++) cap += g->nodes[n].nout;
   int *live_node = cap <= SMALL ? small_node : (int *)malloc(sizeof(int) * (size_t)cap);
@@ -207,12 +212,42 @@ tpu_status_t graph_flush(tpu_graph_t *g) {
     st = err_state_buffer(dev, &err_in);
     if (st) goto done;
   }
+  /* ---- donation: an input nothing but this graph holds any more (the old
+   * value of a storage written in place: an in-place op, an optimizer
+   * update, a KV cache write) is donated to a live output of its type, so
+   * XLA can update the buffer in place instead of copying all of it.  The
+   * pairs are part of the program's key (and text). */
+  if (!R.no_donation && nlive) {
+    unsigned char *taken = NULL; /* outputs already aliased */
+    for (int i = 0; i < g->ninputs; i++) {
+      tpu_value_t *in = g->inputs[i];
+      if (in->refs != 1 || !in->buffer || tpu_hlo_type_numel(&in->type) < DONATE_MIN_NUMEL) continue;
+      if (!alias) {
+        alias = g->ninputs <= SMALL ? small_alias : (int *)malloc(sizeof(int) * (size_t)g->ninputs);
+        taken = (unsigned char *)calloc((size_t)nlive, 1);
+        if (!alias || !taken) break; /* no donation this time */
+        for (int k = 0; k < g->ninputs; k++) alias[k] = -1;
+      }
+      for (int k = 0; k < nlive; k++) {
+        if (taken[k] || !tpu_hlo_type_equal(&g->nodes[live_node[k]].outs[live_out[k]]->type, &in->type)) continue;
+        alias[i] = k;
+        taken[k] = 1;
+        key = tpu_hash_u64(tpu_hash_u64(key, 0xD0A7E000ULL + (uint64_t)i), (uint64_t)k);
+        break;
+      }
+    }
+    if (alias && !taken) { /* out of memory: no donation */
+      if (alias != small_alias) free(alias);
+      alias = NULL;
+    }
+    free(taken);
+  }
   tpu_pjrt_exec_t *exec = tpu_cache_lookup(R.cache, key);
   if (!exec) {
     tpu_hlo_module_t *m = NULL;
     const char *text;
     size_t len;
-    st = graph_build_text(g, live_node, live_out, nlive, nchecks, &m, &text, &len);
+    st = graph_build_text(g, live_node, live_out, nlive, nchecks, alias, &m, &text, &len);
     if (!st) {
       tpu_pjrt_compile_options_t co = {.num_replicas = 1, .num_partitions = 1, .device_ids = NULL, .portable = true};
       st = tpu_cache_compile(R.cache, key, text, len, &co, &exec);
@@ -243,9 +278,13 @@ tpu_status_t graph_flush(tpu_graph_t *g) {
       const tpu_hlo_type_t *t = &g->nodes[live_node[i]].outs[live_out[i]]->type;
       out_bytes += tpu_hlo_type_numel(t) * (int64_t)tpu_dtype_size(t->dtype);
     }
+    for (int i = 0; alias && i < g->ninputs; i++) /* a donated input's memory holds its result */
+      if (alias[i] >= 0) out_bytes -= tpu_hlo_type_numel(&g->inputs[i]->type) * (int64_t)tpu_dtype_size(g->inputs[i]->type.dtype);
     st = memory_check(device, out_bytes, g->nodes[live_node[0]].rule->name);
     uint64_t seq = 0;
     if (!st) {
+      for (int i = 0; alias && i < g->ninputs; i++)
+        if (alias[i] >= 0) tpu_pjrt_buffer_donate(args[i]);
       seq = tpu_work_issue();
       tpu_pjrt_execute_options_t eo = {.device = device, .non_donatable = NULL, .num_non_donatable = 0,
                                        .wait = R.mode == TPU_MODE_DEBUG,
@@ -271,6 +310,7 @@ tpu_status_t graph_flush(tpu_graph_t *g) {
     if (outs != small_outs) free(outs);
   }
 done:
+  if (alias != small_alias) free(alias);
   if (live_node != small_node) free(live_node);
   if (live_out != small_out) free(live_out);
   graph_discard(g);
@@ -290,8 +330,22 @@ tpu_status_t flush_all(void) {
 }
 
 tpu_status_t maybe_flush_after_op(tpu_graph_t *g) {
-  if (R.mode != TPU_MODE_FUSED || g->nnodes >= R.fused_max_nodes) return graph_flush(g);
+  if (g->nnodes >= R.fused_max_nodes || (R.mode != TPU_MODE_FUSED && !R.hold)) return graph_flush(g);
   return NULL;
+}
+
+void tpu_rt_hold_flush(void) {
+  LOCK();
+  R.hold++;
+  UNLOCK();
+}
+
+tpu_status_t tpu_rt_release_flush(void) {
+  LOCK();
+  tpu_status_t st = NULL;
+  if (R.hold > 0 && --R.hold == 0 && R.mode != TPU_MODE_FUSED && R.initialized) st = flush_all();
+  UNLOCK();
+  return st;
 }
 
 tpu_status_t tpu_rt_flush(void) {

@@ -325,7 +325,7 @@ tpu_status_t input_ref(tpu_graph_t *g, const tpu_rt_input_t *in, tpu_ref_t *out)
 }
 
 tpu_status_t graph_build_text(tpu_graph_t *g, const int *live_node, const int *live_out, int nlive, int nchecks,
-                              tpu_hlo_module_t **out_m, const char **out_text, size_t *out_len) {
+                              const int *alias, tpu_hlo_module_t **out_m, const char **out_text, size_t *out_len) {
   tpu_hlo_module_t *m;
   TPU_PROPAGATE(tpu_hlo_module_create("torch_tpu", &m));
   tpu_hlo_func_t *f = tpu_hlo_module_main(m);
@@ -362,6 +362,8 @@ tpu_status_t graph_build_text(tpu_graph_t *g, const int *live_node, const int *l
       /* ---- device-side checks: the new error state is the last result ---- */
       if (nchecks) rets[nlive] = tpu_err_fold(f, err_state, &checks);
       tpu_hlo_func_return(f, rets, nlive + (nchecks ? 1 : 0));
+      for (int i = 0; alias && i < g->ninputs; i++)
+        if (alias[i] >= 0) tpu_hlo_func_alias(f, i, alias[i]);
       free(rets);
       st = tpu_hlo_module_text(m, out_text, out_len);
     }

@@ -83,6 +83,8 @@ typedef struct tpu_rt_config {
   int fused_max_nodes;            /* 0 = default 8192 */
   int no_device_checks;           /* 1 = programs compute no error flags (to measure their cost;
                                      bad indices then go unreported) */
+  int no_donation;                /* 1 = programs never donate an input buffer (in-place writes
+                                     then copy the whole buffer; to measure donation) */
 } tpu_rt_config_t;
 
 typedef struct tpu_rt_stats {
@@ -212,6 +214,12 @@ void tpu_rt_empty_cache(void);
 
 /* Runs the pending graph (fused mode) and, with wait, waits for all work. */
 tpu_status_t tpu_rt_flush(void);
+/* One op made of several recorded steps (an in-place or out= kernel: the op,
+ * then the write into its target): between hold and release, strict and
+ * debug mode do not flush after each step, and release flushes, so the op is
+ * one program, in which the target's old value can be donated.  Nests. */
+void tpu_rt_hold_flush(void);
+tpu_status_t tpu_rt_release_flush(void);
 /* Runs the pending graph of one device. */
 tpu_status_t tpu_rt_flush_device(int device);
 tpu_status_t tpu_rt_synchronize(void);

@@ -75,8 +75,10 @@ bool view_is_identity(const tpu_view_t *view, const tpu_hlo_type_t *t);
 #define TPU_VIEW_ATTRS (2 + 2 * TPU_MAX_RANK + 1)
 int view_attrs(const tpu_view_t *v, int64_t *ints);
 /* The value of a view of s as a materialised value of its own (a view_read
- * node run now, unless the view is the whole value; transfer.c). */
-tpu_status_t view_value(tpu_storage_t *s, const tpu_view_t *view, tpu_value_t **out);
+ * node run now, unless the view is the whole value; transfer.c).
+ * bytes_only: the caller reads only the bytes (a host copy), so a row-major
+ * view of the whole value in another shape is the value itself too. */
+tpu_status_t view_value(tpu_storage_t *s, const tpu_view_t *view, bool bytes_only, tpu_value_t **out);
 
 /* ---- the pending graphs --------------------------------------------------------- */
 
@@ -137,9 +139,10 @@ tpu_status_t input_ref(tpu_graph_t *g, const tpu_rt_input_t *in, tpu_ref_t *out)
 tpu_status_t storage_ref(tpu_graph_t *g, tpu_storage_t *s, tpu_dtype_t dtype, tpu_ref_t *out,
                          const tpu_hlo_type_t **out_type);
 /* The StableHLO text of g returning its live outputs (and, with checks, the
- * new error state as one more result). */
+ * new error state as one more result); input i is donated to result
+ * alias[i] where alias[i] >= 0 (alias may be NULL: none). */
 tpu_status_t graph_build_text(tpu_graph_t *g, const int *live_node, const int *live_out, int nlive, int nchecks,
-                              tpu_hlo_module_t **out_m, const char **out_text, size_t *out_len);
+                              const int *alias, tpu_hlo_module_t **out_m, const char **out_text, size_t *out_len);
 void sigs_free(void);
 
 /* ---- execution ---------------------------------------------------------------------- */
@@ -180,6 +183,8 @@ typedef struct tpu_runtime {
   tpu_eager_mode_t mode;
   int fused_max_nodes;
   int no_device_checks;
+  int no_donation;
+  int hold; /* tpu_rt_hold_flush depth */
   tpu_graph_t graphs[TPU_PJRT_MAX_DEVICES];
   tpu_sig_t *sigs[TPU_SIG_BUCKETS];
   int64_t nsigs;

@@ -95,13 +95,25 @@ tpu_status_t tpu_rt_dma_unmap(void *data) {
   return st;
 }
 
-tpu_status_t view_value(tpu_storage_t *s, const tpu_view_t *view, tpu_value_t **out) {
+/* A row-major view of all of t's elements, whatever its shape: its bytes are t's. */
+static bool view_is_whole(const tpu_view_t *view, const tpu_hlo_type_t *t) {
+  if (view->offset != 0 || view->dtype != t->dtype) return false;
+  int64_t expect = 1;
+  for (int d = view->rank - 1; d >= 0; d--) {
+    if (view->sizes[d] != 1 && view->strides[d] != expect) return false;
+    expect *= view->sizes[d];
+  }
+  return expect == tpu_hlo_type_numel(t);
+}
+
+tpu_status_t view_value(tpu_storage_t *s, const tpu_view_t *view, bool bytes_only, tpu_value_t **out) {
   *out = NULL;
   TPU_PROPAGATE(check_view(s, view));
   tpu_graph_t *g = graph_of(s->device);
   tpu_value_t *v = NULL;
   tpu_status_t st = NULL;
-  if (s->value && view->dtype == s->value->type.dtype && view_is_identity(view, &s->value->type)) {
+  if (s->value && view->dtype == s->value->type.dtype &&
+      (bytes_only ? view_is_whole(view, &s->value->type) : view_is_identity(view, &s->value->type))) {
     v = s->value;
     value_retain(v);
     if (!v->buffer) st = graph_flush(g);
@@ -135,7 +147,7 @@ tpu_status_t tpu_rt_view_to_device(tpu_storage_t *s, const tpu_view_t *view, int
   LOCK();
   tpu_status_t st = check_started_device(device);
   tpu_value_t *v = NULL;
-  if (!st) st = view_value(s, view, &v);
+  if (!st) st = view_value(s, view, false, &v);
   int64_t numel = 1;
   for (int d = 0; d < view->rank; d++) numel *= view->sizes[d];
   if (!st) st = memory_check(device, numel * (int64_t)tpu_dtype_size(view->dtype), "copying between devices");
@@ -147,24 +159,15 @@ tpu_status_t tpu_rt_view_to_device(tpu_storage_t *s, const tpu_view_t *view, int
     return st;
   }
   tpu_hlo_type_t t = tpu_hlo_type_make(view->dtype, view->rank, view->sizes);
-  tpu_value_t *nv = value_new(&t, device);
-  tpu_storage_t *ns = nv ? storage_new(nv) : NULL;
-  if (!ns) {
-    if (nv) value_release(nv);
-    else tpu_pjrt_buffer_destroy(buf);
-    UNLOCK();
-    return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
-  }
-  nv->buffer = buf;
-  *out_storage = ns;
+  *out_storage = storage_of_buffer(buf, &t, device);
   UNLOCK();
-  return NULL;
+  return *out_storage ? NULL : tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
 }
 
 tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void *dst, size_t nbytes) {
   LOCK();
   tpu_value_t *v = NULL;
-  tpu_status_t st = view_value(s, view, &v);
+  tpu_status_t st = view_value(s, view, true, &v); /* the host copy needs the bytes only */
   tpu_pjrt_buffer_t *buf = (!st && v) ? v->buffer : NULL;
   UNLOCK();
   /* a host wait: a failed device-side check raises here (errors.h) */
