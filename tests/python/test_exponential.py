@@ -37,7 +37,13 @@ def test_exponential_generator_determinism_and_views():
     q[1].exponential_(generator=torch.Generator(device="tpu").manual_seed(7))
     row = torch.empty(1000, device=TPU).exponential_(generator=torch.Generator(device="tpu").manual_seed(7))
     got = q.cpu()
-    assert torch.equal(got[1], row.cpu())
+    if torch.tpu.get_eager_mode() == "fused":
+        # One program computes both here, and XLA's CPU code generator
+        # emits the row written into q (a pad fusion) with other float code
+        # than the standalone result: the same draws, last bits may differ.
+        torch.testing.assert_close(got[1], row.cpu(), rtol=3e-7, atol=0)
+    else:
+        assert torch.equal(got[1], row.cpu())
     assert torch.equal(got[[0, 2]], torch.ones(2, 1000))
     c = torch.empty(1000, device=TPU).exponential_(generator=torch.Generator(device="tpu").manual_seed(8)).cpu()
     assert not torch.equal(c, row.cpu())
