@@ -187,7 +187,7 @@ serve: serve-env
 	  --max-model-len $(SERVE_MAX_LEN) $(SERVE_KV_ARGS) $(SERVE_ARGS)
 
 # tpu vs vLLM's CPU backend, prefix caching on/off, two tpu replicas behind
-# tools/serve_router.py (round robin vs cache-aware): bench/serve_results.json
+# tools/serve_router.py and smg (round robin vs cache-aware): bench/serve_results.json
 # and .md.  BENCH_SERVE_ARGS=--quick runs a few requests per configuration.
 BENCH_SERVE_ARGS ?=
 bench-serve: serve-env

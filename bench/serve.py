@@ -1,6 +1,7 @@
 """Serving benchmark (`make bench-serve`, in .venv-serve): vLLM's OpenAI
 server on tpu (the torch_tpu plugin) against vLLM's own CPU backend, and
-two tpu replicas behind tools/serve_router.py, on loopback, all in one run.
+two tpu replicas behind a router (tools/serve_router.py, and smg, an
+existing one), on loopback, all in one run.
 
     .venv-serve/bin/python bench/serve.py [--quick] [--only cpu,tpu,...]
 
@@ -17,8 +18,13 @@ Configurations:
   cpu            vLLM's CPU backend (plugin off), prefix caching on
   tpu            one tpu server, prefix caching on
   tpu_no_prefix  one tpu server, prefix caching off
-  rr             two tpu replicas + router, round robin
-  cache_aware    the same two replicas + router, cache-aware policy
+  rr             two tpu replicas + tools/serve_router.py, round robin
+  cache_aware    the same two replicas + tools/serve_router.py, cache-aware
+                 (llm-d's prefix scorer)
+  smg_rr         the same two replicas + smg (SGLang Model Gateway, an
+                 existing Rust router), round robin
+  smg_cache_aware  the same + smg's cache_aware policy (a radix tree of the
+                 requests' text, load-balanced)
 
 Each figure: wall time, output tokens/s (completion tokens / wall),
 requests/s, mean and p90 time to first token (first streamed text), mean
@@ -141,7 +147,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--quick", action="store_true", help="a few requests per configuration (checks it works)")
-    ap.add_argument("--only", default="cpu,tpu,tpu_no_prefix,rr,cache_aware")
+    ap.add_argument("--only", default="cpu,tpu,tpu_no_prefix,rr,cache_aware,smg_rr,smg_cache_aware")
     ap.add_argument("--tenants", type=int, default=4)
     ap.add_argument("--turns", type=int, default=8)
     ap.add_argument("--concurrency", type=int, default=8)
@@ -186,7 +192,7 @@ def main():
         record("tpu", lambda: single("tpu", True))
     if "tpu_no_prefix" in only:
         record("tpu_no_prefix", lambda: single("tpu", False))
-    routed = [p for p in ("rr", "cache_aware") if p in only]
+    routed = [p for p in ROUTERS if p in only]
     if routed:
         replicas = [start("tpu", a, True, log=os.path.join(logs, f"replica{i}.log")) for i in range(2)]
         try:
@@ -195,13 +201,11 @@ def main():
             for policy in routed:
                 port = free_port()
                 log = open(os.path.join(logs, f"router_{policy}.log"), "w")
-                router = subprocess.Popen(
-                    [sys.executable, os.path.join(ROOT, "tools", "serve_router.py"), "--port", str(port),
-                     "--policy", "round_robin" if policy == "rr" else "cache_aware",
-                     "--workers", *[r.url for r in replicas]], stdout=log, stderr=subprocess.STDOUT)
+                router = subprocess.Popen(ROUTERS[policy](port, [r.url for r in replicas]),
+                                          stdout=log, stderr=subprocess.STDOUT)
                 try:
                     url = f"http://127.0.0.1:{port}"
-                    _wait_http(url + "/health", router)
+                    _wait_http(url + "/v1/models", router)
                     record(policy, lambda: measure(url, replicas, prompts, warm, a))
                 finally:
                     router.terminate()
@@ -217,6 +221,23 @@ def main():
     with open(os.path.splitext(a.out)[0] + ".md", "w") as f:
         f.write(md)
     print(md)
+
+
+def _ours(policy):
+    return lambda port, urls: [sys.executable, os.path.join(ROOT, "tools", "serve_router.py"), "--port", str(port),
+                               "--policy", policy, "--workers", *urls]
+
+
+def _smg(policy):
+    """smg (pinned in requirements-serve.txt) routes plain HTTP to the
+    replicas' OpenAI servers; it checks their /health before it answers."""
+    smg = os.path.join(os.path.dirname(sys.executable), "smg")
+    return lambda port, urls: [smg, "launch", "--host", "127.0.0.1", "--port", str(port), "--policy", policy,
+                               "--log-level", "warn", "--worker-urls", *urls]
+
+
+ROUTERS = {"rr": _ours("round_robin"), "cache_aware": _ours("cache_aware"),
+           "smg_rr": _smg("round_robin"), "smg_cache_aware": _smg("cache_aware")}
 
 
 def _wait_http(url, proc, timeout=60):
