@@ -34,7 +34,7 @@ def _flush_after_step(opt, args, kwargs):
 def _register():
     if torch._C._get_privateuse1_backend_name() == _BACKEND and hasattr(torch, "tpu"):
         return
-    from . import _dispatch, _module
+    from . import _blocks, _dispatch, _module
     torch.utils.rename_privateuse1_backend(_BACKEND)
     # torch.autocast("tpu") with no dtype: bfloat16, a TPU's native lower
     # precision (as torch.tpu.amp.autocast and TorchTPU); PyTorch's default
@@ -52,6 +52,7 @@ def _register():
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     register_optimizer_step_post_hook(_flush_after_step)
+    _blocks.install()
     from . import _compile, _distributed, comm
 
     _compile.route_default_backend()

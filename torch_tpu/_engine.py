@@ -7,7 +7,7 @@ import sys
 import sysconfig
 import threading
 
-from . import _C
+from . import _C, _blocks
 
 MODES = {"strict": 0, "debug": 1, "fused": 2}
 MODE_NAMES = {v: k for k, v in MODES.items()}
@@ -99,11 +99,12 @@ def ensure_initialized():
         raise RuntimeError(_init_error)
     try:
         plugin = _C.find_plugin(_site_dirs())
+        mode = mode_from_env()
         with _quiet_stderr():
             _C.init(
                 plugin,
                 num_devices=num_devices(),
-                mode=mode_from_env(),
+                mode=mode,
                 cache_dir=cache_dir_from_env(),
                 fused_max_nodes=_int_env("TORCH_TPU_FUSED_MAX_NODES", 0),
                 mem_max_entries=_int_env("TORCH_TPU_CACHE_MAX_ENTRIES", 0),
@@ -120,6 +121,7 @@ def ensure_initialized():
             "with `pip install xla-cpu-pjrt==0.0.1`."
         )
         raise RuntimeError(_init_error) from None
+    _blocks.follow_mode(mode == MODES["fused"])
 
 
 def configure():

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _C, _engine, _random
+from . import _C, _blocks, _engine, _random
 
 # ---- devices ---------------------------------------------------------------------
 
@@ -371,6 +371,7 @@ def set_eager_mode(mode):
         raise ValueError(f"eager mode must be one of {sorted(_engine.MODES)}, got {mode!r}")
     _C.ensure_started()
     _C.set_mode(_engine.MODES[mode])
+    _blocks.follow_mode(mode == "fused")
 
 
 @contextlib.contextmanager

@@ -73,6 +73,14 @@ static PyObject *py_flush(PyObject *self, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+static PyObject *py_flush_block(PyObject *self, PyObject *arg) {
+  long min_nodes = PyLong_AsLong(arg);
+  if (min_nodes == -1 && PyErr_Occurred()) return NULL;
+  tpu_status_t st = tpu_rt_flush_block((int)min_nodes);
+  if (st) return raise_status(st);
+  Py_RETURN_NONE;
+}
+
 static PyObject *py_hold_flush(PyObject *self, PyObject *unused) {
   tpu_rt_hold_flush();
   Py_RETURN_NONE;
@@ -158,6 +166,7 @@ static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))py_init, METH_VARARGS | METH_KEYWORDS, "initialise the runtime"},
     {"find_plugin", py_find_plugin, METH_VARARGS, "find_plugin(site_dirs) -> path"},
     {"flush", py_flush, METH_NOARGS, "run pending (fused) work"},
+    {"flush_block", py_flush_block, METH_O, "flush_block(min_nodes): fused mode's cut after a repeated block"},
     {"hold_flush", py_hold_flush, METH_NOARGS, "the steps recorded until release_flush are one program"},
     {"release_flush", py_release_flush, METH_NOARGS, "ends hold_flush (strict/debug: runs what it held)"},
     {"synchronize", py_synchronize, METH_NOARGS, "run pending work and wait"},

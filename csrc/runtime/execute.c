@@ -173,6 +173,7 @@ tpu_status_t graph_flush(tpu_graph_t *g) {
     if (g->ninputs) graph_discard(g);
     return NULL;
   }
+  R.block_mark = R.ops_recorded; /* a block's size counts from here (tpu_rt_flush_block) */
   /* live outputs: referenced by anything besides the graph.  The lists
    * (and the argument / output arrays below) live on the stack for the
    * small graphs strict mode flushes per op; the heap takes larger ones. */
@@ -361,6 +362,26 @@ tpu_status_t tpu_rt_flush_device(int device) {
                         ? graph_flush(&R.graphs[device]) : NULL;
   UNLOCK();
   return st;
+}
+
+tpu_status_t tpu_rt_flush_block(int min_nodes) {
+  if (R.forked) return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_FORKED_MSG);
+  LOCK();
+  tpu_status_t first = NULL;
+  /* The block's size is what was recorded since the previous block ended
+   * (or the last flush), so every layer of a stack is cut, or none is. */
+  int64_t recorded = R.ops_recorded - R.block_mark;
+  R.block_mark = R.ops_recorded;
+  for (int d = 0; recorded >= min_nodes && R.initialized && R.mode == TPU_MODE_FUSED && !R.hold &&
+                  d < TPU_PJRT_MAX_DEVICES; d++) {
+    tpu_graph_t *g = &R.graphs[d];
+    if (!g->ready || !g->nnodes) continue;
+    tpu_status_t st = graph_flush(g);
+    if (st && !first) first = st;
+    else tpu_status_free(st);
+  }
+  UNLOCK();
+  return first;
 }
 
 int tpu_rt_pending_nodes(void) {

@@ -222,6 +222,15 @@ void tpu_rt_hold_flush(void);
 tpu_status_t tpu_rt_release_flush(void);
 /* Runs the pending graph of one device. */
 tpu_status_t tpu_rt_flush_device(int device);
+/* Fused mode, at the end of a repeated block (a layer of a model's stack):
+ * when at least min_nodes ops were recorded since the previous block ended
+ * or the last flush (the block's own size), runs each device's pending
+ * graph.  Identical
+ * blocks then are one program, compiled once for all of them (for each
+ * sequence length a decoding step meets), and the device runs one block
+ * while the host records the next.  Other modes (and inside hold_flush):
+ * nothing. */
+tpu_status_t tpu_rt_flush_block(int min_nodes);
 tpu_status_t tpu_rt_synchronize(void);
 int tpu_rt_pending_nodes(void);
 

@@ -185,6 +185,7 @@ typedef struct tpu_runtime {
   int no_device_checks;
   int no_donation;
   int hold; /* tpu_rt_hold_flush depth */
+  int64_t block_mark; /* ops_recorded at the last tpu_rt_flush_block or flush */
   tpu_graph_t graphs[TPU_PJRT_MAX_DEVICES];
   tpu_sig_t *sigs[TPU_SIG_BUCKETS];
   int64_t nsigs;

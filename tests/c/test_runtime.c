@@ -112,6 +112,56 @@ static void run_mode(tpu_eager_mode_t mode) {
   tpu_rt_shutdown();
 }
 
+/* Fused mode's cut after a layer (tpu_rt_flush_block): a block of n adds runs
+ * the pending graph when it recorded at least min_nodes ops since the last
+ * block or flush, and never in strict mode's already-flushed graph. */
+static void add_block(tpu_storage_t **x, int n) {
+  const tpu_op_rule_t *add = tpu_op_rule_find("add");
+  int64_t dims[1] = {4}, dt = TPU_F32;
+  tpu_op_attrs_t attrs = {1, &dt, 0, NULL};
+  for (int i = 0; i < n; i++) {
+    tpu_rt_input_t ins[2] = {view_in(*x, contiguous_view(TPU_F32, 1, dims)),
+                             view_in(*x, contiguous_view(TPU_F32, 1, dims))};
+    tpu_rt_output_t outs[TPU_OP_MAX_OUTPUTS];
+    int nout = 0;
+    TT_CHECK_OK(tpu_rt_op(add, ins, 2, &attrs, outs, &nout));
+    tpu_storage_release(*x);
+    *x = outs[0].storage;
+  }
+}
+
+TT_TEST(runtime_fused_flush_block_cuts_big_blocks_only) {
+  TT_CHECK_OK(rt_start(TPU_MODE_FUSED, NULL));
+  float host[4] = {1, 2, 3, 4};
+  int64_t dims[1] = {4};
+  tpu_storage_t *x;
+  TT_CHECK_OK(tpu_rt_storage_from_host(0, TPU_F32, dims, 1, host, &x));
+  TT_CHECK_OK(tpu_rt_flush());
+  add_block(&x, 3); /* a small block stays pending */
+  TT_CHECK_OK(tpu_rt_flush_block(4));
+  TT_CHECK(tpu_rt_pending_nodes() == 3);
+  add_block(&x, 3); /* counted from the previous block's end: 3 again */
+  TT_CHECK_OK(tpu_rt_flush_block(4));
+  TT_CHECK(tpu_rt_pending_nodes() == 6);
+  add_block(&x, 5); /* a big block runs everything pending */
+  TT_CHECK_OK(tpu_rt_flush_block(4));
+  TT_CHECK(tpu_rt_pending_nodes() == 0);
+  add_block(&x, 1);
+  TT_CHECK_OK(tpu_rt_flush_block(1));
+  TT_CHECK(tpu_rt_pending_nodes() == 0);
+  tpu_view_t v = contiguous_view(TPU_F32, 1, dims);
+  float out[4];
+  TT_CHECK_OK(tpu_rt_view_to_host(x, &v, out, sizeof(out)));
+  for (int i = 0; i < 4; i++) TT_CHECK(out[i] == host[i] * 4096.0f); /* 12 doublings */
+  /* strict mode: every op already ran; nothing to cut */
+  TT_CHECK_OK(tpu_rt_set_mode(TPU_MODE_STRICT));
+  add_block(&x, 2);
+  TT_CHECK_OK(tpu_rt_flush_block(1));
+  TT_CHECK(tpu_rt_pending_nodes() == 0);
+  tpu_storage_release(x);
+  tpu_rt_shutdown();
+}
+
 TT_TEST(runtime_strict_views_ops_writes) { run_mode(TPU_MODE_STRICT); }
 TT_TEST(runtime_debug_views_ops_writes) { run_mode(TPU_MODE_DEBUG); }
 TT_TEST(runtime_fused_views_ops_writes) { run_mode(TPU_MODE_FUSED); }

@@ -1,4 +1,5 @@
 """Fused eager specifics and the two-tier program cache."""
+import copy
 import glob
 import os
 import subprocess
@@ -33,6 +34,76 @@ def test_fused_training_loop_compiles_a_bounded_number_of_programs():
     # after the first window every window is the same program(s): nothing compiles
     assert misses[2] == misses[-1], f"programs kept compiling: {misses}"
     assert misses[-1] <= 10, f"too many programs for one loop: {misses}"
+
+
+class _Layer(nn.Module):
+    """Two residual MLPs: 22 ops, a small transformer layer's count."""
+    def __init__(self, d):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.fc1, self.fc2 = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+        self.fc3, self.fc4 = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        x = x + self.fc2(F.gelu(self.fc1(self.ln1(x))))
+        return x + self.fc4(torch.tanh(self.fc3(self.ln2(x))))
+
+
+class _Stack(nn.Module):
+    def __init__(self, d=16, n=6):
+        super().__init__()
+        self.inp = nn.Linear(4, d)
+        self.layers = nn.ModuleList(_Layer(d) for _ in range(n))
+        self.out = nn.Linear(d, 3)
+
+    def forward(self, x):
+        h = self.inp(x)
+        for layer in self.layers:
+            h = layer(h)
+        return self.out(h)
+
+
+@pytest.mark.parametrize("seq", [5, 6, 7])
+def test_fused_cuts_after_each_layer_of_a_stack_and_compiles_one_layer(seq):
+    """Fused mode runs the pending graph after each layer of a ModuleList:
+    the identical layers are one program (one compile per new input shape,
+    not one per layer or one for the whole stack), with CPU's values and
+    gradients."""
+    torch.manual_seed(0)
+    cpu = _Stack()
+    tpu = copy.deepcopy(cpu).to("tpu")
+    x = torch.randn(2, seq, 4)
+    with torch.tpu.eager_mode("fused"):
+        s0 = torch.tpu.cache_stats()
+        out = tpu(x.to("tpu"))
+        s1 = torch.tpu.cache_stats()
+        out.sum().backward()
+        got = out.cpu()
+    # six runs: the input projection with layer 1, then layers 2..6, one program
+    assert s1["executions"] - s0["executions"] == 6, (s0, s1)
+    assert s1["mem_misses"] - s0["mem_misses"] <= 2, (s0, s1)
+    ref = cpu(x)
+    ref.sum().backward()
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    for (n, p), q in zip(cpu.named_parameters(), tpu.parameters()):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-4, atol=1e-5, msg=n)
+
+
+def test_fused_layer_cut_skips_small_blocks_and_compiled_graphs():
+    """A ModuleList of one-op blocks stays in its caller's graph; under
+    torch.compile the hook is dead code (no graph break)."""
+    heads = nn.ModuleList(nn.Linear(4, 2) for _ in range(3)).to("tpu")
+    x = torch.randn(3, 4).to("tpu")
+    with torch.tpu.eager_mode("fused"):
+        s0 = torch.tpu.cache_stats()["executions"]
+        ys = [h(x) for h in heads]
+        assert torch.tpu.cache_stats()["executions"] == s0
+        torch.testing.assert_close(torch.stack(ys).cpu(), torch.stack([h.cpu()(x.cpu()) for h in heads]))
+        heads.to("tpu")
+        model = _Stack().to("tpu")
+        compiled = torch.compile(model, backend="tpu", fullgraph=True)
+        xt = torch.randn(2, 5, 4)
+        torch.testing.assert_close(compiled(xt.to("tpu")).cpu(), model.cpu()(xt), rtol=1e-5, atol=1e-5)
 
 
 def test_fused_interleaved_host_reads_are_correct():
