@@ -309,7 +309,8 @@ def mem_get_info(device=None):
 
 
 def empty_cache():
-    """Frees device buffers the engine keeps for reuse (recurring scalars)."""
+    """Frees device buffers the engine keeps for reuse (recurring scalars)
+    and, on the CPU plugin, returns the host memory malloc kept to the system."""
     if _C.initialized():
         torch.accelerator.empty_cache()
 

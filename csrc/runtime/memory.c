@@ -6,8 +6,29 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "runtime/runtime_internal.h"
+
+/* ---- the CPU plugin's memory is malloc's (see tpu_rt_empty_cache) ------------------------- */
+static int host_cache_on;
+
+void host_memory_cache_start(void) {
+#ifdef __GLIBC__
+  if (host_cache_on) return;
+  /* blocks up to 1 GiB come from the heap and are reused; up to 512 MiB
+   * free at its top is kept */
+  host_cache_on = mallopt(M_MMAP_THRESHOLD, 1 << 30) && mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
+}
+
+void host_memory_trim(void) {
+#ifdef __GLIBC__
+  if (host_cache_on) malloc_trim(0);
+#endif
+}
 
 /* Host memory stands for device memory on the CPU plugin. */
 static void host_memory(int64_t *total, int64_t *avail) {

@@ -69,6 +69,7 @@ tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
   R.fused_max_nodes = cfg->fused_max_nodes > 0 ? cfg->fused_max_nodes : 8192;
   R.no_device_checks = cfg->no_device_checks;
   R.no_donation = cfg->no_donation;
+  if (!cfg->no_host_memory_cache && !strcmp(tpu_pjrt_client_platform(R.client), "cpu")) host_memory_cache_start();
   R.initialized = 1;
   UNLOCK();
   pthread_once(&fork_handler, register_fork_handler);

@@ -85,6 +85,8 @@ typedef struct tpu_rt_config {
                                      bad indices then go unreported) */
   int no_donation;                /* 1 = programs never donate an input buffer (in-place writes
                                      then copy the whole buffer; to measure donation) */
+  int no_host_memory_cache;       /* CPU plugin: 1 = leave the C library's malloc as it is
+                                     (see tpu_rt_empty_cache) */
 } tpu_rt_config_t;
 
 typedef struct tpu_rt_stats {
@@ -210,6 +212,15 @@ tpu_status_t tpu_rt_memory_info(int device, tpu_rt_memory_info_t *out);
 tpu_status_t tpu_rt_set_memory_limit(int device, int64_t bytes);
 void tpu_rt_memory_reset_peak(int device);
 void tpu_rt_memory_reset_accumulated(int device);
+/* Drops the buffers the engine keeps for reuse (the scalar cache) and, on
+ * the CPU plugin, returns the freed host memory malloc kept to the system.
+ * There a device buffer is host memory from malloc, and glibc serves large
+ * blocks (above 128 KiB, rising to 32 MiB) with fresh mappings: every large
+ * buffer (a program's output, a transfer) page-faults all its pages in and
+ * gives them back when freed (a 64 MiB upload: ~30 ms instead of ~4).  So
+ * the engine, started on the CPU plugin, raises malloc's mmap and trim
+ * thresholds (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD): freed blocks are reused,
+ * as a device's caching allocator reuses its memory, until this call. */
 void tpu_rt_empty_cache(void);
 
 /* Runs the pending graph (fused mode) and, with wait, waits for all work. */

@@ -172,6 +172,8 @@ void scalars_clear(void);
 int scalars_used(void);
 
 tpu_status_t memory_check(int device, int64_t request, const char *what);
+void host_memory_cache_start(void);
+void host_memory_trim(void);
 tpu_status_t check_started_device(int device);
 
 /* ---- the process-wide runtime ----------------------------------------------------------- */

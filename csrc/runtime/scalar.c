@@ -118,4 +118,5 @@ void tpu_rt_empty_cache(void) {
   LOCK();
   scalars_clear();
   UNLOCK();
+  host_memory_trim();
 }
