@@ -139,6 +139,33 @@ static void rule_pow(tpu_op_ctx_t *c) {
   tpu_op_finish(c, SEL(c, neg, rneg, pos), dt);
 }
 
+/* pow_scalar: input (base, floating); ints [dtype, exponent code].  The
+ * exponents PyTorch's CPU kernel computes without std::pow, with its
+ * formulas: 1 = 0.5 (sqrt), 2 = -0.5 (1/sqrt), 3 = -1 (1/x), 4 = 2 (x*x),
+ * 5 = 3 (x*x*x), 6 = -2 (1/(x*x)); bfloat16 rounds after each multiply, as
+ * CPU's vectorized bfloat16 does.  A compile-time exponent: x ** 2 (every
+ * RMSNorm) is a multiply instead of exp(2 log x). */
+static void rule_pow_scalar(tpu_op_ctx_t *c) {
+  tpu_dtype_t dt, ct;
+  V x;
+  if (!tpu_op_ew_start(c, 1, &dt, &ct, &x)) return;
+  int64_t code = tpu_op_int(c, 1);
+  if (dt == TPU_BF16 && (code == 5 || code == 6)) x = tpu_hlo_convert(c->f, x, dt);
+  V r;
+  switch (code) {
+    case 1: r = UN(c, "sqrt", x); break;
+    case 2: r = DIV(c, K(c, x, 1.0), UN(c, "sqrt", x)); break; /* CPU's 1/sqrt: XLA's rsqrt is looser */
+    case 3: r = DIV(c, K(c, x, 1.0), x); break;
+    case 4: r = MUL(c, x, x); break;
+    case 5: r = MUL(c, MUL(c, x, x), x); break;
+    case 6: r = DIV(c, K(c, x, 1.0), MUL(c, x, x)); break;
+    default:
+      tpu_op_fail(c, TPU_INVALID_ARGUMENT, "pow_scalar: unknown exponent code %lld", (long long)code);
+      return;
+  }
+  tpu_op_finish(c, r, dt);
+}
+
 /* maximum / minimum: inputs (a, b); ints [dtype].  NaN propagates.
  * fmax / fmin: NaN is ignored unless both are NaN. */
 static void minmax_rule(tpu_op_ctx_t *c, int is_max, int ignore_nan) {
@@ -364,6 +391,7 @@ const tpu_op_rule_t tpu_rules_elementwise[] = {
     {"remainder", rule_remainder, 2, 2},
     {"fmod", rule_fmod, 2, 2},
     {"pow", rule_pow, 2, 2},
+    {"pow_scalar", rule_pow_scalar, 1, 1},
     {"maximum", rule_maximum, 2, 2},
     {"minimum", rule_minimum, 2, 2},
     {"fmax", rule_fmax, 2, 2},

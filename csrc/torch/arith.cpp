@@ -233,16 +233,17 @@ at::Tensor call_slow_unary(const char* name, const at::Tensor& self) {
   return call_python(name, args, nullptr);
 }
 
-// A one-input float op (attrs [dtype]): a floating tpu tensor in, the same
-// dtype out; nullopt for every other case.
-std::optional<at::Tensor> run_unary(const char* rule_name, const tpu_op_rule_t** rule, const at::Tensor& self) {
+// A one-input float op (attrs [dtype], or [dtype, extra] with extra >= 0): a
+// floating tpu tensor in, the same dtype out; nullopt for every other case.
+std::optional<at::Tensor> run_unary(const char* rule_name, const tpu_op_rule_t** rule, const at::Tensor& self,
+                                    int64_t extra = -1) {
   if (!started() || self.device().type() != kTpu || !c10::isFloatingType(self.scalar_type())) return std::nullopt;
   tpu_dtype_t code = dtype_code(self.scalar_type());
   tpu_rt_input_t in;
   if (code == TPU_DTYPE_INVALID || !tensor_input(self, code, &in)) return std::nullopt;
   if (!*rule) *rule = tpu_op_rule_find(rule_name);
-  int64_t attr = code;
-  tpu_op_attrs_t attrs = {1, &attr, 0, nullptr};
+  int64_t attr[2] = {code, extra};
+  tpu_op_attrs_t attrs = {extra >= 0 ? 2 : 1, attr, 0, nullptr};
   tpu_rt_output_t out[TPU_OP_MAX_OUTPUTS];
   int nout = 0;
   tpu_status_t st = tpu_rt_op(*rule, &in, 1, &attrs, out, &nout);
@@ -297,7 +298,23 @@ at::Tensor div_scalar(const at::Tensor& a, const c10::Scalar& b) {
 at::Tensor pow_tensor_tensor(const at::Tensor& a, const at::Tensor& b) {
   return binary_tensor<Op::kPow>(a, b, c10::Scalar(1), "pow.Tensor_Tensor");
 }
+// The exponents PyTorch's CPU kernel computes without std::pow, as the
+// pow_scalar rule's codes (0: none); the exponent is then part of the
+// program (x ** 2 a multiply) instead of a runtime scalar.
+int pow_code(const at::Tensor& a, const c10::Scalar& b) {
+  if (b.isComplex() || b.isBoolean() || !c10::isFloatingType(a.scalar_type())) return 0;
+  double e = b.toDouble();
+  int k = e == 0.5 ? 1 : e == -0.5 ? 2 : e == -1.0 ? 3 : e == 2.0 ? 4 : e == 3.0 ? 5 : e == -2.0 ? 6 : 0;
+  // float16 takes std::pow for 0.5, -0.5 and -1 on CPU (pow(-0.0, -0.5) is
+  // +inf, rsqrt's -inf)
+  return a.scalar_type() == c10::ScalarType::Half && k <= 3 ? 0 : k;
+}
+
 at::Tensor pow_tensor_scalar(const at::Tensor& a, const c10::Scalar& b) {
+  if (int k = pow_code(a, b)) {
+    static const tpu_op_rule_t* rule = nullptr;
+    if (auto r = run_unary("pow_scalar", &rule, a, k)) return *r;
+  }
   return binary_scalar<Op::kPow>(a, b, c10::Scalar(1), "pow.Tensor_Scalar");
 }
 
@@ -321,6 +338,21 @@ torch::Library* g_lib = nullptr;
 
 }  // namespace
 }  // namespace torch_tpu
+
+// pow_scalar_code(tensor, exponent): the pow_scalar rule's code for
+// tensor ** exponent (0: the pow rule); the Python kernels (in-place, out=,
+// foreach) ask here, so every form of pow computes as torch.pow does.
+extern "C" PyObject* tpu_torch_pow_scalar_code(PyObject*, PyObject* args) {
+  PyObject *t, *e;
+  if (!PyArg_ParseTuple(args, "OO", &t, &e)) return nullptr;
+  if (!THPVariable_Check(t) || PyBool_Check(e) || !(PyLong_Check(e) || PyFloat_Check(e))) return PyLong_FromLong(0);
+  double v = PyFloat_Check(e) ? PyFloat_AsDouble(e) : PyLong_AsDouble(e);
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();  // an int too large for a double: no special exponent
+    return PyLong_FromLong(0);
+  }
+  return PyLong_FromLong(torch_tpu::pow_code(THPVariable_Unpack(t), c10::Scalar(v)));
+}
 
 // register_fast_kernel(overload, python_kernel): registers the C++ kernel of
 // an overload ("add.Tensor" ...) with the Python kernel it hands over to.

@@ -22,6 +22,7 @@ extern "C" {
 PyObject* tpu_torch_configure(PyObject*, PyObject* args);
 PyObject* tpu_torch_set_starter(PyObject*, PyObject* fn);
 PyObject* tpu_torch_register_fast_kernel(PyObject*, PyObject* args);
+PyObject* tpu_torch_pow_scalar_code(PyObject*, PyObject* args);
 void tpu_torch_register_hooks(void);
 }
 
@@ -683,6 +684,8 @@ PyMethodDef torch_methods[] = {
     {"memory_info", py_memory_info, METH_O, "memory_info(device) -> dict"},
     {"set_memory_limit", py_set_memory_limit, METH_VARARGS, "set_memory_limit(device, bytes)"},
     {"fast_binary", py_fast_binary, METH_VARARGS, "fast_binary(rule, slow_kernel, float_only=False) -> C kernel"},
+    {"pow_scalar_code", tpu_torch_pow_scalar_code, METH_VARARGS,
+     "pow_scalar_code(tensor, exponent): the pow_scalar rule's exponent code, 0 for the pow rule"},
     {"register_fast_kernel", tpu_torch_register_fast_kernel, METH_VARARGS,
      "register_fast_kernel(overload, python_kernel): the C++ kernel of an elementwise overload (arith.cpp)"},
     {"_configure", tpu_torch_configure, METH_VARARGS, "_configure(plugin_path, error, device_count_hint)"},

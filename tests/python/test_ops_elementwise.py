@@ -221,6 +221,36 @@ def test_pow_forms(dtype):
     compare(torch.square, y)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_pow_scalar_exponents_as_cpu_computes_them(dtype):
+    """x ** 2, 3, -1, -2 are CPU's multiplies and divisions (bit-equal, also
+    at 0, -0, inf, nan), 0.5 / -0.5 its sqrt and 1/sqrt (within an ulp: CPU's
+    own vectorized sqrt is not correctly rounded), float16 keeps std::pow for
+    0.5 / -0.5 / -1 as CPU does; gradients through them."""
+    x = torch.cat([torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), -2.0, 1e-3]),
+                   torch.randn(200) * 4]).to(dtype)
+    xt = x.to(TPU)
+    for e in (2, 3, -1, -2, 2.0, -2.0):
+        want, got = x.pow(e), xt.pow(e).cpu()
+        assert torch.equal(want.isnan(), got.isnan()), e
+        assert torch.equal(want.nan_to_num(0.0), got.nan_to_num(0.0)), (e, (want - got).abs().max())
+    for e in (0.5, -0.5):
+        want, got = x.pow(e), xt.pow(e).cpu()
+        assert torch.equal(want.isnan(), got.isnan()), e
+        assert_close(got, want, rtol=torch.finfo(dtype).eps, atol=0, equal_nan=True)
+    for e in (2, 3, -2, -1, 0.5, -0.5, 2.5):  # every form of pow computes as torch.pow
+        ref = xt.pow(e).cpu().nan_to_num(0.0)
+        assert torch.equal(xt.clone().pow_(e).cpu().nan_to_num(0.0), ref), e
+        assert torch.equal(torch.pow(xt, e, out=torch.empty_like(xt)).cpu().nan_to_num(0.0), ref), e
+        assert torch.equal(torch._foreach_pow([xt], e)[0].cpu().nan_to_num(0.0), ref), e
+    a = torch.randn(6, dtype=torch.float64).abs() + 0.5
+    at = a.to(TPU).requires_grad_()
+    ac = a.clone().requires_grad_()
+    sum(at.pow(e).sum() for e in (0.5, -0.5, -1, 2, 3, -2)).backward()
+    sum(ac.pow(e).sum() for e in (0.5, -0.5, -1, 2, 3, -2)).backward()
+    assert_close(at.grad.cpu(), ac.grad)
+
+
 def test_pow_int():
     a = torch.tensor([2, -2, 3, 1, -1, 0, 5])
     b = torch.tensor([3, 3, 0, -4, -3, 2, 2])

@@ -15,6 +15,7 @@ list in one node.
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
+from .. import _C
 from .._dispatch import Call, Unsupported, coef, operand, register, supported
 from .._dtypes import dtype_code, scalar_type_name
 
@@ -193,6 +194,9 @@ def power(self, exponent):
     dt = result_dtype(self, exponent)
     if (_is_int(dt) and isinstance(exponent, int) and not isinstance(exponent, bool) and exponent < 0):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
+    k = _C.pow_scalar_code(self, exponent) if isinstance(self, torch.Tensor) and dt == self.dtype else 0
+    if k:  # the exponents CPU computes without std::pow (the C++ kernel's rule too)
+        return ew("pow_scalar", [self], dt, k)
     return ew("pow", [operand(self, dt), operand(exponent, dt)], dt)
 
 
