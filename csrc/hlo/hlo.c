@@ -411,6 +411,7 @@ static tpu_hlo_value_t new_val(tpu_hlo_func_t *f, const tpu_hlo_type_t *type) {
   f->vals[v].name = v;
   f->vals[v].res = -1;
   f->vals[v].is_arg = 0;
+  f->vals[v].swap_of = -1;
   return v;
 }
 
@@ -1159,7 +1160,16 @@ tpu_hlo_value_t tpu_hlo_transpose(tpu_hlo_func_t *f, tpu_hlo_value_t x, const in
   tpu_strbuf_t a;
   tpu_strbuf_init(&a);
   tpu_hlo__array_attr(&a, "permutation", perm, tx->rank);
-  return simple_sb(f, "transpose", &x, 1, &to, &a);
+  tpu_hlo_value_t v = simple_sb(f, "transpose", &x, 1, &to, &a);
+  bool swap = tx->rank >= 2 && perm[tx->rank - 2] == tx->rank - 1 && perm[tx->rank - 1] == tx->rank - 2;
+  for (int i = 0; swap && i < tx->rank - 2; i++) swap = perm[i] == i;
+  if (v != TPU_HLO_NONE && swap) f->vals[v].swap_of = x;
+  return v;
+}
+
+tpu_hlo_value_t tpu_hlo_swapped_source(const tpu_hlo_func_t *f, tpu_hlo_value_t v) {
+  if (!f || v < 0 || v >= f->nvals) return TPU_HLO_NONE;
+  return f->vals[v].swap_of >= 0 ? f->vals[v].swap_of : TPU_HLO_NONE;
 }
 
 tpu_hlo_value_t tpu_hlo_slice(tpu_hlo_func_t *f, tpu_hlo_value_t x, const int64_t *start, const int64_t *limit,

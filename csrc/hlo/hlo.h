@@ -108,6 +108,9 @@ tpu_hlo_value_t tpu_hlo_broadcast_in_dim(tpu_hlo_func_t *f, tpu_hlo_value_t x, t
                                          const int64_t *dims /* x.rank entries */);
 tpu_hlo_value_t tpu_hlo_reshape(tpu_hlo_func_t *f, tpu_hlo_value_t x, int rank, const int64_t *dims);
 tpu_hlo_value_t tpu_hlo_transpose(tpu_hlo_func_t *f, tpu_hlo_value_t x, const int64_t *perm);
+/* When v is a transpose of u that swaps the last two dims only, u (lowering
+ * rules may then read the untransposed value); else TPU_HLO_NONE. */
+tpu_hlo_value_t tpu_hlo_swapped_source(const tpu_hlo_func_t *f, tpu_hlo_value_t v);
 tpu_hlo_value_t tpu_hlo_slice(tpu_hlo_func_t *f, tpu_hlo_value_t x, const int64_t *start,
                               const int64_t *limit, const int64_t *strides);
 /* starts: rank scalar (0-d integer) values. */

@@ -23,6 +23,7 @@ typedef struct tpu_hlo_val {
   int32_t name;  /* first value id of the defining op, or the arg index */
   int16_t res;   /* result index in a multi-result op; -1 = single result */
   uint8_t is_arg;
+  int32_t swap_of; /* a transpose's operand when it swaps the last two dims only, else -1 */
 } tpu_hlo_val_t;
 
 struct tpu_hlo_func {

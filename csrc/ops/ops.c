@@ -68,6 +68,12 @@ static void tpu_rules_init(void) {
   tpu_nrules = n;
 }
 
+static bool op_target_cpu;
+
+void tpu_op_set_target_cpu(bool cpu) { op_target_cpu = cpu; }
+
+bool tpu_op_target_cpu(void) { return op_target_cpu; }
+
 const tpu_op_rule_t *tpu_op_rule_find(const char *name) {
   if (tpu_nrules < 0) tpu_rules_init();
   unsigned h = tpu_name_hash(name) & (TPU_RULE_HASH - 1);

@@ -40,6 +40,7 @@
 #ifndef TPU_OPS_OPS_H_
 #define TPU_OPS_OPS_H_
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/status.h"
@@ -117,6 +118,13 @@ const tpu_op_rule_t *tpu_op_rule_find(const char *name);
 int tpu_op_rule_count(void);
 const tpu_op_rule_t *tpu_op_rule_at(int i);
 int tpu_op_rule_index(const tpu_op_rule_t *rule);
+
+/* The compiler the programs go to, where a lowering depends on it: the XLA
+ * CPU compiler (set by the runtime at start, before anything is lowered;
+ * false until then).  linalg.c lowers few-row products by a weight's
+ * transpose differently for it. */
+void tpu_op_set_target_cpu(bool cpu);
+bool tpu_op_target_cpu(void);
 
 /* Runs a rule in function f: checks the input count, calls lower(), checks
  * that it produced outputs.  Errors are returned (and left sticky in f). */

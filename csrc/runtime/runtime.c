@@ -69,7 +69,9 @@ tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
   R.fused_max_nodes = cfg->fused_max_nodes > 0 ? cfg->fused_max_nodes : 8192;
   R.no_device_checks = cfg->no_device_checks;
   R.no_donation = cfg->no_donation;
-  if (!cfg->no_host_memory_cache && !strcmp(tpu_pjrt_client_platform(R.client), "cpu")) host_memory_cache_start();
+  bool cpu = !strcmp(tpu_pjrt_client_platform(R.client), "cpu");
+  tpu_op_set_target_cpu(cpu);
+  if (!cfg->no_host_memory_cache && cpu) host_memory_cache_start();
   R.initialized = 1;
   UNLOCK();
   pthread_once(&fork_handler, register_fork_handler);

@@ -30,6 +30,23 @@ def test_mm_and_grad():
     _grad_compare(torch.mm, torch.randn(5, 7), torch.randn(7, 3))
 
 
+@pytest.mark.parametrize("rows", [1, 2, 8, 64, 256, 257, 600])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_linear_by_a_transposed_weight_every_row_count(rows, dtype):
+    """nn.Linear's x @ W^T (a transposed view of W): on the CPU compiler 2..256
+    rows are computed as (W @ x^T)^T; values, output layout and gradients
+    as CPU for every row count, with and without bias, 2-D and 3-D."""
+    torch.manual_seed(rows)
+    tol = dict(atol=1e-4, rtol=1e-4) if dtype == torch.float32 else dict(atol=3e-2, rtol=3e-2)
+    x, w, b = torch.randn(rows, 48, dtype=dtype), torch.randn(40, 48, dtype=dtype), torch.randn(40, dtype=dtype)
+    _grad_compare(F.linear, x, w, b, **tol)
+    _grad_compare(F.linear, x, w, **tol)
+    _grad_compare(lambda a, m: a @ m.t(), x, w, **tol)
+    _grad_compare(F.linear, x.view(1, rows, 48), w, b, **tol)
+    y = F.linear(x.to(T), w.to(T), b.to(T))
+    assert y.is_contiguous() and y.view(-1).shape == (rows * 40,)
+
+
 def test_matmul_broadcast_batched():
     # matmul decomposes into view/bmm/mm/_unsafe_view; gradients sum over
     # the broadcast batch dims
