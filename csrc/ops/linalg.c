@@ -90,33 +90,15 @@ bad : {
 }
 }
 
-/* x @ W^T with W a row-major [m,k] (every nn.Linear: mat2 is a transposed
- * view, read as a transpose) and few rows of x, on the XLA CPU compiler:
- * its dot packs the transposed W slowly (2-5x slower than W @ x^T for
- * 2..256 rows, SmolLM2's decoding step), so the product is computed as
- * (W @ x^T)^T, a transpose of a small [m,n] result.  The optimization
- * barrier keeps XLA from folding the transpose back into the dot.  1 row
- * (a matrix-vector product) and more than 256 rows are left as they are:
- * there the direct form is as fast or faster. */
-enum { LA_SWAP_MIN_ROWS = 2, LA_SWAP_MAX_ROWS = 256 };
-
-static tpu_hlo_value_t la_swapped_mm(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t w) {
-  tpu_hlo_dot_dims_t dd;
-  memset(&dd, 0, sizeof dd);
-  dd.ncontract = 1;
-  dd.lhs_contract[0] = 1;
-  dd.rhs_contract[0] = 1;
-  static const int64_t perm[2] = {1, 0};
-  return tpu_hlo_transpose(c->f, tpu_hlo_unary(c->f, "stablehlo.optimization_barrier", la_dot(c, w, a, &dd)), perm);
-}
-
 /* [n,k] x [k,m] (batch dims: nb leading) -> product in the acc type. */
 static tpu_hlo_value_t la_batched_mm(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t b, int nb) {
-  const tpu_hlo_type_t *ta = tpu_hlo_type_of(c->f, a);
-  tpu_hlo_value_t w = tpu_hlo_swapped_source(c->f, b);
-  if (nb == 0 && ta && w != TPU_HLO_NONE && ta->dims[0] >= LA_SWAP_MIN_ROWS && ta->dims[0] <= LA_SWAP_MAX_ROWS &&
-      tpu_op_target_cpu())
-    return la_swapped_mm(c, a, w);
+  /* mat2 a transposed view of a row-major weight (nn.Linear): x @ W^T */
+  tpu_hlo_value_t w = nb == 0 ? tpu_hlo_swapped_source(c->f, b) : TPU_HLO_NONE;
+  if (w != TPU_HLO_NONE) {
+    const tpu_hlo_type_t *ta = tpu_hlo_type_of(c->f, a);
+    tpu_dtype_t acc = ta ? tpu_op_opmath(ta->dtype) : TPU_DTYPE_INVALID;
+    return tpu_op_mm_nt(c, a, w, ta && acc != ta->dtype ? acc : TPU_DTYPE_INVALID);
+  }
   tpu_hlo_dot_dims_t dd;
   memset(&dd, 0, sizeof dd);
   dd.nbatch = nb;

@@ -39,7 +39,7 @@ static tpu_hlo_value_t rnn_mm(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_
 
 /* a [B,K] @ w[N,K]^T -> [B,N]. */
 static tpu_hlo_value_t rnn_mm_nt(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t w, tpu_dtype_t acc) {
-  return rnn_mm(c, a, w, 1, 1, acc);
+  return tpu_op_mm_nt(c, a, w, acc);
 }
 
 /* a [B,N] @ w [N,K] -> [B,K]. */
@@ -63,6 +63,19 @@ typedef struct {
   int64_t T, B, H, P, G; /* steps, batch, hidden, output (P = proj or H), gate width */
   tpu_dtype_t dt, acc;
 } rnn_layer_t;
+
+/* The recurrent weight's gradient, summed over every step at once after the
+ * backward loop: sum_t dg_t^T @ h_{t-1} = dg [T,B,G] . h_prev [T,B,P] over
+ * (T, B) -> [G,P] in dt (one product instead of a [G,P] accumulation in
+ * every step; a padded row's dg is zero). */
+static tpu_hlo_value_t rnn_weight_grad(tpu_op_ctx_t *c, const rnn_layer_t *L, tpu_hlo_value_t dg, tpu_hlo_value_t hp) {
+  tpu_hlo_dot_dims_t d;
+  memset(&d, 0, sizeof d);
+  d.ncontract = 2;
+  d.lhs_contract[0] = d.rhs_contract[0] = 0;
+  d.lhs_contract[1] = d.rhs_contract[1] = 1;
+  return tpu_hlo_cast(c->f, tpu_hlo_dot_general(c->f, dg, hp, &d, L->acc), L->dt);
+}
 
 static int rnn_expect(tpu_op_ctx_t *c, int i, const char *what, tpu_dtype_t dt, int rank, int64_t d0, int64_t d1,
                       int64_t d2) {
@@ -293,18 +306,16 @@ static void rule_lstm_layer_backward(tpu_op_ctx_t *c) {
     return;
   if (L.has_proj && !rnn_expect(c, ihr, "weight_hr", L.dt, 2, P, H, 0)) return;
   if (L.has_bs && !rnn_check_bs(c, &L, ibs)) return;
-  /* carried: k, dh, dc, GXG, GWHH (acc), gy, gates, hp, cp, w_hh, [w_hr, GWHR], [bs] */
-  enum { K, DH, DC, GXG, GWHH, GY, GS, HP, CP, WHH, NFIX };
+  /* carried: k, dh, dc, GXG, gy, gates, cp, w_hh, [w_hr, GWHR], [bs] */
+  enum { K, DH, DC, GXG, GY, GS, CP, WHH, NFIX };
   tpu_hlo_value_t init[NFIX + 3], a[NFIX + 3], next[NFIX + 3], res[NFIX + 3];
   int n = NFIX, iwhr = -1, igwhr = -1, ibsv = -1;
   init[K] = tpu_hlo_scalar(f, TPU_S64, 0);
   init[DH] = tpu_hlo_cast(f, c->in[1], L.acc);
   init[DC] = tpu_hlo_cast(f, c->in[2], L.acc);
   init[GXG] = rnn_zeros(c, L.dt, 3, T, B, G);
-  init[GWHH] = rnn_zeros(c, L.acc, 2, G, P, 0);
   init[GY] = c->in[0];
   init[GS] = c->in[3];
-  init[HP] = c->in[4];
   init[CP] = c->in[5];
   init[WHH] = c->in[6];
   if (L.has_proj) {
@@ -319,7 +330,7 @@ static void rule_lstm_layer_backward(tpu_op_ctx_t *c) {
   tpu_hlo_value_t gs = tpu_hlo_cast(f, rnn_at(c, a[GS], tt), L.acc);
   tpu_hlo_value_t act[4];
   for (int k = 0; k < 4; k++) act[k] = rnn_chunk(c, gs, B, H, k);
-  tpu_hlo_value_t hp = rnn_at(c, a[HP], tt), cp = tpu_hlo_cast(f, rnn_at(c, a[CP], tt), L.acc);
+  tpu_hlo_value_t cp = tpu_hlo_cast(f, rnn_at(c, a[CP], tt), L.acc);
   tpu_hlo_value_t tcy = tpu_hlo_unary(f, "tanh", tpu_rnn_lstm_cy(c, act, cp));
   tpu_hlo_value_t dh = a[DH], dc = a[DC], m = TPU_HLO_NONE;
   tpu_hlo_value_t gh = ADD(c, dh, tpu_hlo_cast(f, rnn_at(c, a[GY], tt), L.acc)), gc = dc;
@@ -348,11 +359,10 @@ static void rule_lstm_layer_backward(tpu_op_ctx_t *c) {
   next[DH] = dhp;
   next[DC] = dcx;
   next[GXG] = rnn_put(c, a[GXG], dgates, tt);
-  next[GWHH] = ADD(c, a[GWHH], rnn_mm_tn(c, dgates, hp, L.acc));
   if (L.has_proj) next[igwhr] = gwhr;
   if (!tpu_hlo_while_end(f, &w, next, res)) return;
   tpu_hlo_value_t outs[5] = {res[GXG], tpu_hlo_cast(f, res[DH], L.dt), tpu_hlo_cast(f, res[DC], L.dt),
-                             tpu_hlo_cast(f, res[GWHH], L.dt), TPU_HLO_NONE};
+                             rnn_weight_grad(c, &L, res[GXG], c->in[4]), TPU_HLO_NONE};
   if (L.has_proj) outs[4] = tpu_hlo_cast(f, res[igwhr], L.dt);
   tpu_op_set_outputs(c, 4 + L.has_proj, outs);
 }
@@ -537,23 +547,21 @@ static void rule_rnn_layer_backward(tpu_op_ctx_t *c) {
       !rnn_expect(c, 3, "h_prev", L.dt, 3, T, B, H))
     return;
   if (L.has_bs && !rnn_check_bs(c, &L, 5)) return;
-  enum { K, DH, GXG, GWHH, GY, YY, HP, WHH, NFIX };
+  enum { K, DH, GXG, GY, YY, WHH, NFIX };
   tpu_hlo_value_t init[NFIX + 1], a[NFIX + 1], next[NFIX + 1], res[NFIX + 1];
   int n = NFIX, ibsv = -1;
   init[K] = tpu_hlo_scalar(f, TPU_S64, 0);
   init[DH] = tpu_hlo_cast(f, c->in[1], L.acc);
   init[GXG] = rnn_zeros(c, L.dt, 3, T, B, H);
-  init[GWHH] = rnn_zeros(c, L.acc, 2, H, H, 0);
   init[GY] = c->in[0];
   init[YY] = c->in[2];
-  init[HP] = c->in[3];
   init[WHH] = c->in[4];
   if (L.has_bs) init[ibsv = n++] = c->in[5];
   tpu_hlo_while_t w;
   if (!tpu_hlo_while_begin(f, &w, init, n, a)) return;
   if (!tpu_hlo_while_body(f, &w, rnn_cond(c, &L, a[K]), a)) return;
   tpu_hlo_value_t tt = rnn_time(c, &L, a[K], 1);
-  tpu_hlo_value_t y = tpu_hlo_cast(f, rnn_at(c, a[YY], tt), L.acc), hp = rnn_at(c, a[HP], tt);
+  tpu_hlo_value_t y = tpu_hlo_cast(f, rnn_at(c, a[YY], tt), L.acc);
   tpu_hlo_value_t dh = a[DH], m = TPU_HLO_NONE;
   tpu_hlo_value_t gh = ADD(c, dh, tpu_hlo_cast(f, rnn_at(c, a[GY], tt), L.acc));
   if (L.has_bs) {
@@ -572,9 +580,8 @@ static void rule_rnn_layer_backward(tpu_op_ctx_t *c) {
   next[K] = rnn_next(c, a[K]);
   next[DH] = dhp;
   next[GXG] = rnn_put(c, a[GXG], dxt, tt);
-  next[GWHH] = ADD(c, a[GWHH], rnn_mm_tn(c, dxt, hp, L.acc));
   if (!tpu_hlo_while_end(f, &w, next, res)) return;
-  tpu_hlo_value_t outs[3] = {res[GXG], tpu_hlo_cast(f, res[DH], L.dt), tpu_hlo_cast(f, res[GWHH], L.dt)};
+  tpu_hlo_value_t outs[3] = {res[GXG], tpu_hlo_cast(f, res[DH], L.dt), rnn_weight_grad(c, &L, res[GXG], c->in[3])};
   tpu_op_set_outputs(c, 3, outs);
 }
 

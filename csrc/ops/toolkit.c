@@ -155,6 +155,28 @@ V tpu_op_scalar_as(tpu_op_ctx_t *c, V x, tpu_dtype_t dt, const tpu_hlo_type_t *l
 
 /* ---- sums and broadcasts over dims ------------------------------------------------- */
 
+/* ---- products by a weight's transpose ------------------------------------------------ */
+
+/* 1 row (a matrix-vector product) and more than 256 rows keep the direct
+ * form: there it is as fast or faster.  The optimization barrier keeps XLA
+ * from folding the transpose back into the dot. */
+enum { MM_NT_SWAP_MIN_ROWS = 2, MM_NT_SWAP_MAX_ROWS = 256 };
+
+V tpu_op_mm_nt(tpu_op_ctx_t *c, V a, V w, tpu_dtype_t acc) {
+  const tpu_hlo_type_t *ta = tpu_hlo_type_of(c->f, a);
+  if (!ta) return TPU_HLO_NONE;
+  tpu_hlo_dot_dims_t dd;
+  memset(&dd, 0, sizeof dd);
+  dd.ncontract = 1;
+  dd.lhs_contract[0] = 1;
+  dd.rhs_contract[0] = 1;
+  if (!tpu_op_target_cpu() || ta->rank != 2 || ta->dims[0] < MM_NT_SWAP_MIN_ROWS || ta->dims[0] > MM_NT_SWAP_MAX_ROWS)
+    return tpu_hlo_dot_general(c->f, a, w, &dd, acc);
+  static const int64_t perm[2] = {1, 0};
+  V wa = tpu_hlo_dot_general(c->f, w, a, &dd, acc);
+  return tpu_hlo_transpose(c->f, tpu_hlo_unary(c->f, "stablehlo.optimization_barrier", wa), perm);
+}
+
 V tpu_op_sum(tpu_op_ctx_t *c, V x, const int64_t *dims, int nd) {
   const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, x);
   if (!t) return TPU_HLO_NONE;

@@ -133,6 +133,13 @@ tpu_hlo_value_t tpu_op_scalar_in(tpu_op_ctx_t *c, int i, tpu_dtype_t dt);
 /* A 0-d value x converted to dt and broadcast to `like`'s shape. */
 tpu_hlo_value_t tpu_op_scalar_as(tpu_op_ctx_t *c, tpu_hlo_value_t x, tpu_dtype_t dt, const tpu_hlo_type_t *like);
 
+/* ---- products by a weight's transpose ------------------------------------------------ */
+/* a [M,K] @ w[N,K]^T -> [M,N], accumulated in acc (TPU_DTYPE_INVALID: a's
+ * type).  On the XLA CPU compiler (tpu_op_target_cpu) and 2..256 rows it
+ * is computed as (w @ a^T)^T: that dot packs a transposed w 2-5x slower
+ * (nn.Linear in a decoding step, an RNN's recurrent product). */
+tpu_hlo_value_t tpu_op_mm_nt(tpu_op_ctx_t *c, tpu_hlo_value_t a, tpu_hlo_value_t w, tpu_dtype_t acc);
+
 /* ---- sums and broadcasts over dims -------------------------------------------------- */
 /* Sum of x over dims (in x's own type); nd == 0 returns x. */
 tpu_hlo_value_t tpu_op_sum(tpu_op_ctx_t *c, tpu_hlo_value_t x, const int64_t *dims, int nd);
