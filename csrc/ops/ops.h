@@ -121,8 +121,8 @@ int tpu_op_rule_index(const tpu_op_rule_t *rule);
 
 /* The compiler the programs go to, where a lowering depends on it: the XLA
  * CPU compiler (set by the runtime at start, before anything is lowered;
- * false until then).  linalg.c lowers few-row products by a weight's
- * transpose differently for it. */
+ * false until then).  tpu_op_mm_nt (toolkit.h) lowers few-row products by
+ * a weight's transpose differently for it. */
 void tpu_op_set_target_cpu(bool cpu);
 bool tpu_op_target_cpu(void);
 

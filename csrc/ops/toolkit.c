@@ -153,8 +153,6 @@ V tpu_op_scalar_as(tpu_op_ctx_t *c, V x, tpu_dtype_t dt, const tpu_hlo_type_t *l
   return tpu_hlo_broadcast_to(c->f, tpu_hlo_cast(c->f, x, dt), like->rank, like->dims);
 }
 
-/* ---- sums and broadcasts over dims ------------------------------------------------- */
-
 /* ---- products by a weight's transpose ------------------------------------------------ */
 
 /* 1 row (a matrix-vector product) and more than 256 rows keep the direct
@@ -176,6 +174,8 @@ V tpu_op_mm_nt(tpu_op_ctx_t *c, V a, V w, tpu_dtype_t acc) {
   V wa = tpu_hlo_dot_general(c->f, w, a, &dd, acc);
   return tpu_hlo_transpose(c->f, tpu_hlo_unary(c->f, "stablehlo.optimization_barrier", wa), perm);
 }
+
+/* ---- sums and broadcasts over dims ------------------------------------------------- */
 
 V tpu_op_sum(tpu_op_ctx_t *c, V x, const int64_t *dims, int nd) {
   const tpu_hlo_type_t *t = tpu_hlo_type_of(c->f, x);
