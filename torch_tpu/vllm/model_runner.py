@@ -2,9 +2,11 @@
 to tpu.  Inputs are staged in host tensors and copied to tpu each step
 (vLLM's CpuGpuBuffer), the model's weights, activations and KV cache live
 on tpu, sampled token ids come back to the host once per step."""
+import dataclasses
 import logging
 
 import torch
+from vllm.config import CUDAGraphMode
 from vllm.v1.kv_cache_interface import AttentionSpec
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
@@ -16,6 +18,21 @@ class TpuModelRunner(GPUModelRunner):
     def __init__(self, vllm_config, device):
         super().__init__(vllm_config, device)
         self.use_cuda_graph = False
+
+    def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, *args, **kwargs):
+        """A step's token count padded to a power of two (at least 8, at
+        most the runner's buffers), as vLLM pads to its CUDA-graph sizes:
+        programs are compiled per shape, so a few buckets serve every batch
+        instead of one compile per token count.  The padded tokens run
+        through the model on stale inputs; their KV writes go to the null
+        block and their outputs are never read (vLLM's own padding path)."""
+        mode, desc, ubatch, across_dp, stats = super()._determine_batch_execution_and_padding(
+            num_tokens, num_reqs, *args, **kwargs)
+        if across_dp is None and mode == CUDAGraphMode.NONE:
+            padded = min(max(8, 1 << (int(desc.num_tokens) - 1).bit_length()), self.max_num_tokens)
+            if padded > desc.num_tokens:
+                desc = dataclasses.replace(desc, num_tokens=padded)
+        return mode, desc, ubatch, across_dp, stats
 
     def _sync_device(self) -> None:
         torch.accelerator.synchronize(self.device)
