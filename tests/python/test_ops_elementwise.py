@@ -224,8 +224,8 @@ def test_pow_forms(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 def test_pow_scalar_exponents_as_cpu_computes_them(dtype):
     """x ** 2, 3, -1, -2 are CPU's multiplies and divisions (bit-equal, also
-    at 0, -0, inf, nan), 0.5 / -0.5 its sqrt and 1/sqrt (within an ulp: CPU's
-    own vectorized sqrt is not correctly rounded), float16 keeps std::pow for
+    at 0, -0, inf, nan), 0.5 / -0.5 its sqrt and 1/sqrt (within 2 ulps: CPU's
+    vectorized 1/sqrt is off by up to ~1.5 ulps, ours by 1), float16 keeps std::pow for
     0.5 / -0.5 / -1 as CPU does; gradients through them."""
     x = torch.cat([torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), -2.0, 1e-3]),
                    torch.randn(200) * 4]).to(dtype)
@@ -237,7 +237,7 @@ def test_pow_scalar_exponents_as_cpu_computes_them(dtype):
     for e in (0.5, -0.5):
         want, got = x.pow(e), xt.pow(e).cpu()
         assert torch.equal(want.isnan(), got.isnan()), e
-        assert_close(got, want, rtol=torch.finfo(dtype).eps, atol=0, equal_nan=True)
+        assert_close(got, want, rtol=2 * torch.finfo(dtype).eps, atol=0, equal_nan=True)
     for e in (2, 3, -2, -1, 0.5, -0.5, 2.5):  # every form of pow computes as torch.pow
         ref = xt.pow(e).cpu().nan_to_num(0.0)
         assert torch.equal(xt.clone().pow_(e).cpu().nan_to_num(0.0), ref), e
