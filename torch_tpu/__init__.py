@@ -28,7 +28,7 @@ def _flush_after_step(opt, args, kwargs):
     # graph is cut there (asynchronously).  Every step is then the same
     # program, instead of size-bound cuts that drift across step boundaries.
     if _C.initialized():
-        _C.flush()
+        _C.flush(_C.CUT_STEP)
 
 
 def _register():

@@ -27,7 +27,7 @@ def _fused_runner(gm, example_inputs):
             _C.set_mode(_FUSED)  # flushes what eager left pending
         try:
             out = gm(*args)
-            _C.flush()  # the whole graph: one program, asynchronous
+            _C.flush(_C.CUT_COMPILED)  # the whole graph: one program, asynchronous
         finally:
             if prev != _FUSED:
                 _C.set_mode(prev)

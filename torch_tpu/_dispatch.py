@@ -452,6 +452,10 @@ def fallback_counts():
     return dict(_fallback_counts)
 
 
+def reset_fallback_counts():
+    _fallback_counts.clear()
+
+
 def _to_cpu(x):
     if _is_tpu(x):
         return x.cpu()
@@ -490,6 +494,8 @@ def _cpu_fallback(op, *args, **kwargs):
     if any(_is_tpu(o) for o in outs):
         _check_out_args(op.name().split("::")[-1].split(".")[0], ins, {}, [o for o in outs if _is_tpu(o)])
     _fallback_counts[name] = _fallback_counts.get(name, 0) + 1
+    if _C.initialized():
+        _C.flush(_C.CUT_FALLBACK)  # what cut a fused graph here (torch.tpu.metrics)
     if name not in _warned:
         _warned.add(name)
         warnings.warn(f"tpu: {name} has no tpu kernel; it runs on the CPU (inputs copied over and back)",

@@ -123,6 +123,8 @@ def ensure_initialized():
         )
         raise RuntimeError(_init_error) from None
     _blocks.follow_mode(mode == MODES["fused"])
+    from . import _metrics
+    _metrics.configure_log()
 
 
 def configure():

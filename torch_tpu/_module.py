@@ -363,6 +363,26 @@ def fallback_counts():
     return f()
 
 
+def metrics():
+    """What the engine did since it started or reset_metrics(): compiles and
+    recompiles with their causes, program-cache hits per tier, executions
+    and device time, host waits, transfers, what cut each program, CPU
+    fallbacks, and one record per program (torch_tpu/_metrics.py)."""
+    from ._metrics import metrics as m
+    return m()
+
+
+def metrics_report(top=10):
+    """metrics() as readable text."""
+    from ._metrics import metrics_report as r
+    return r(top)
+
+
+def reset_metrics():
+    from ._metrics import reset_metrics as r
+    r()
+
+
 def get_eager_mode():
     return _engine.MODE_NAMES[_C.get_mode()] if _C.initialized() else _engine.MODE_NAMES[_engine.mode_from_env()]
 

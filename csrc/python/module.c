@@ -68,8 +68,11 @@ static PyObject *py_find_plugin(PyObject *self, PyObject *args) {
   return PyUnicode_FromString(path);
 }
 
-static PyObject *py_flush(PyObject *self, PyObject *unused) {
-  tpu_status_t st = tpu_rt_flush();
+static PyObject *py_flush(PyObject *self, PyObject *args) {
+  int why = TPU_CUT_OTHER;
+  if (!PyArg_ParseTuple(args, "|i", &why)) return NULL;
+  if (why < 0 || why >= TPU_CUT_COUNT) why = TPU_CUT_OTHER;
+  tpu_status_t st = tpu_rt_flush((tpu_rt_cut_t)why);
   if (st) return raise_status(st);
   Py_RETURN_NONE;
 }
@@ -134,6 +137,93 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
       tpu_rt_pending_nodes(), "disk_refused", (long long)s.disk_refused);
 }
 
+/* ---- metrics (runtime/metrics.h) ------------------------------------------------------------ */
+
+static PyObject *py_metrics(PyObject *self, PyObject *unused) {
+  tpu_rt_metrics_t m;
+  tpu_rt_metrics(&m);
+  PyObject *cuts = PyDict_New();
+  if (!cuts) return NULL;
+  for (int i = 0; i < TPU_CUT_COUNT; i++) {
+    PyObject *v = PyLong_FromLongLong(m.cuts[i]);
+    if (!v || PyDict_SetItemString(cuts, tpu_rt_cut_name((tpu_rt_cut_t)i), v) < 0) {
+      Py_XDECREF(v);
+      Py_DECREF(cuts);
+      return NULL;
+    }
+    Py_DECREF(v);
+  }
+  return Py_BuildValue("{s:L,s:d,s:L,s:d,s:L,s:L,s:d,s:L,s:d,s:L,s:L,s:L,s:L,s:L,s:L,s:N,s:L}",
+                       "compiles", (long long)m.compiles, "compile_seconds", m.compile_seconds, "disk_loads",
+                       (long long)m.disk_loads, "disk_load_seconds", m.disk_load_seconds, "recompiles",
+                       (long long)m.recompiles, "executions", (long long)m.executions, "execute_seconds",
+                       m.execute_seconds, "host_waits", (long long)m.host_waits, "host_wait_seconds",
+                       m.host_wait_seconds, "to_device", (long long)m.to_device, "to_device_bytes",
+                       (long long)m.to_device_bytes, "to_host", (long long)m.to_host, "to_host_bytes",
+                       (long long)m.to_host_bytes, "device_copies", (long long)m.device_copies,
+                       "device_copy_bytes", (long long)m.device_copy_bytes, "cuts", cuts, "programs",
+                       (long long)m.programs);
+}
+
+static PyObject *py_programs(PyObject *self, PyObject *args) {
+  int first = 0;
+  if (!PyArg_ParseTuple(args, "|i", &first)) return NULL;
+  PyObject *l = PyList_New(0);
+  if (!l) return NULL;
+  tpu_rt_program_info_t buf[64];
+  for (;;) {
+    int n = tpu_rt_programs(first, buf, 64);
+    for (int i = 0; i < n; i++) {
+      tpu_rt_program_info_t *p = &buf[i];
+      PyObject *d = Py_BuildValue("{s:K,s:s,s:i,s:i,s:s,s:d,s:L,s:d,s:O,s:s}", "key", (unsigned long long)p->key,
+                                  "name", p->name, "ops", p->ops, "inputs", p->inputs, "source",
+                                  p->source == TPU_PROGRAM_DISK ? "disk" : "compiled", "seconds", p->seconds,
+                                  "executions", (long long)p->executions, "execute_seconds", p->execute_seconds,
+                                  "recompile", p->recompile ? Py_True : Py_False, "cause", p->cause);
+      if (!d || PyList_Append(l, d) < 0) {
+        Py_XDECREF(d);
+        Py_DECREF(l);
+        return NULL;
+      }
+      Py_DECREF(d);
+    }
+    if (n < 64) break;
+    first += n;
+  }
+  return l;
+}
+
+static PyObject *py_recompile_causes(PyObject *self, PyObject *unused) {
+  enum { MAX = 4096 };
+  tpu_rt_recompile_cause_t *buf = (tpu_rt_recompile_cause_t *)PyMem_Malloc(sizeof(*buf) * MAX);
+  if (!buf) return PyErr_NoMemory();
+  int n = tpu_rt_recompile_causes(buf, MAX);
+  PyObject *l = PyList_New(0);
+  for (int i = 0; l && i < n; i++) {
+    PyObject *t = Py_BuildValue("(sL)", buf[i].text, (long long)buf[i].count);
+    if (!t || PyList_Append(l, t) < 0) {
+      Py_XDECREF(t);
+      Py_CLEAR(l);
+    } else {
+      Py_DECREF(t);
+    }
+  }
+  PyMem_Free(buf);
+  return l;
+}
+
+static PyObject *py_metrics_reset(PyObject *self, PyObject *unused) {
+  tpu_rt_metrics_reset();
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_set_log(PyObject *self, PyObject *arg) {
+  long flags = PyLong_AsLong(arg);
+  if (flags == -1 && PyErr_Occurred()) return NULL;
+  tpu_rt_metrics_set_log((int)flags);
+  Py_RETURN_NONE;
+}
+
 static PyObject *py_clear_cache(PyObject *self, PyObject *arg) {
   tpu_rt_clear_cache(PyObject_IsTrue(arg) == 1);
   Py_RETURN_NONE;
@@ -166,7 +256,7 @@ static PyObject *py_shutdown(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))py_init, METH_VARARGS | METH_KEYWORDS, "initialise the runtime"},
     {"find_plugin", py_find_plugin, METH_VARARGS, "find_plugin(site_dirs) -> path"},
-    {"flush", py_flush, METH_NOARGS, "run pending (fused) work"},
+    {"flush", py_flush, METH_VARARGS, "flush([why]): run pending (fused) work; why: a CUT_* code"},
     {"flush_block", py_flush_block, METH_O, "flush_block(min_nodes): fused mode's cut after a repeated block"},
     {"hold_flush", py_hold_flush, METH_NOARGS, "the steps recorded until release_flush are one program"},
     {"release_flush", py_release_flush, METH_NOARGS, "ends hold_flush (strict/debug: runs what it held)"},
@@ -175,6 +265,11 @@ static PyMethodDef methods[] = {
     {"get_mode", py_get_mode, METH_NOARGS, "eager mode"},
     {"stats", py_stats, METH_NOARGS, "runtime and cache counters"},
     {"clear_cache", py_clear_cache, METH_O, "clear_cache(disk_too)"},
+    {"metrics", py_metrics, METH_NOARGS, "counters: compiles, executions, host waits, transfers, cuts"},
+    {"programs", py_programs, METH_VARARGS, "programs([first]): one dict per program made"},
+    {"recompile_causes", py_recompile_causes, METH_NOARGS, "[(first message, count)] per recompile cause"},
+    {"metrics_reset", py_metrics_reset, METH_NOARGS, "zero the counters"},
+    {"set_log", py_set_log, METH_O, "set_log(flags): 1 = recompiles, 2 = every compile"},
     {"platform", py_platform, METH_NOARGS, ""},
     {"identity", py_identity, METH_NOARGS, ""},
     {"initialized", py_initialized, METH_NOARGS, ""},
@@ -197,5 +292,12 @@ PyObject *tpu_py_engine_module(void) {
   PyModule_AddObject(m, "Unsupported", Unsupported);
   Py_INCREF(NotTpuError);
   PyModule_AddObject(m, "NotTpuError", NotTpuError);
+  /* what cut a program (flush(why)), as metrics() names them */
+  static const struct { const char *name; int code; } cuts[] = {
+      {"CUT_OP", TPU_CUT_OP}, {"CUT_HOST_READ", TPU_CUT_HOST_READ}, {"CUT_SYNC", TPU_CUT_SYNC},
+      {"CUT_LAYER", TPU_CUT_LAYER}, {"CUT_STEP", TPU_CUT_STEP}, {"CUT_SIZE", TPU_CUT_SIZE},
+      {"CUT_FALLBACK", TPU_CUT_FALLBACK}, {"CUT_COMPILED", TPU_CUT_COMPILED},
+      {"CUT_COLLECTIVE", TPU_CUT_COLLECTIVE}, {"CUT_OTHER", TPU_CUT_OTHER}};
+  for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) PyModule_AddIntConstant(m, cuts[i].name, cuts[i].code);
   return m;
 }

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/hash.h"
 
 #define TPU_CACHE_BUCKETS 8192
@@ -59,12 +60,6 @@ struct tpu_cache {
   tpu_prog_t *head, *tail;
   tpu_cache_stats_t st;
 };
-
-static double tpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int tpu_mkdirs(const char *path) {
   char tmp[4096];
@@ -466,9 +461,9 @@ tpu_status_t tpu_cache_compile(tpu_cache_t *c, uint64_t key, const char *text, s
     else c->st.disk_misses++;
   }
   if (!exec) {
-    double t0 = tpu_now();
+    double t0 = tpu_clock_now();
     TPU_PROPAGATE(tpu_pjrt_compile(c->client, text, text_len, options, &exec));
-    c->st.compile_seconds += tpu_now() - t0;
+    c->st.compile_seconds += tpu_clock_now() - t0;
     c->st.compiles++;
     if (c->dir) tpu_disk_store(c, fkey, text_hash, exec);
   }

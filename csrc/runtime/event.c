@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "runtime/runtime.h"
+#include "base/clock.h"
+
+#include "runtime/runtime_internal.h"
 
 /* Work in flight is bounded: the host may run this far ahead of the device
  * (the ring holds twice as many completion flags). */
@@ -32,12 +34,6 @@ static struct {
   tpu_rt_event_t *waiting;
 } W = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, {0}, NULL, NULL};
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 uint64_t tpu_work_issue(void) {
   pthread_mutex_lock(&W.lock);
   while (W.issued - W.done_upto >= TPU_WORK_MAX_IN_FLIGHT) pthread_cond_wait(&W.cond, &W.lock);
@@ -49,7 +45,8 @@ uint64_t tpu_work_issue(void) {
 
 void tpu_work_done(tpu_status_t st, void *arg) {
   uint64_t seq = (uint64_t)(uintptr_t)arg;
-  double t = now_s();
+  double t = tpu_clock_now();
+  metrics_work_done(seq, t);
   pthread_mutex_lock(&W.lock);
   if (st && !W.error) W.error = st;
   else tpu_status_free(st);
@@ -138,7 +135,7 @@ tpu_status_t tpu_rt_event_record(tpu_rt_event_t *event, int device) {
   event->seq = W.issued ? W.issued : 1;
   if (W.issued == 0 || event->seq <= W.done_upto) {
     event->timed = true;
-    event->time = now_s();
+    event->time = tpu_clock_now();
     if (W.issued == 0) event->seq = 0; /* nothing ever issued: complete */
   } else {
     event->timed = false;

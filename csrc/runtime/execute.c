@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/hash.h"
 #include "runtime/errors.h"
 #include "runtime/event.h"
@@ -167,7 +168,7 @@ void err_shutdown(void) {
  * copy it saves is large (KV caches, parameters, optimizer state). */
 enum { DONATE_MIN_NUMEL = 1 << 16 };
 
-tpu_status_t graph_flush(tpu_graph_t *g) {
+tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
   if (R.forked) return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_FORKED_MSG);
   if (g->nnodes == 0) {
     if (g->ninputs) graph_discard(g);
@@ -251,7 +252,15 @@ tpu_status_t graph_flush(tpu_graph_t *g) {
     st = graph_build_text(g, live_node, live_out, nlive, nchecks, alias, &m, &text, &len);
     if (!st) {
       tpu_pjrt_compile_options_t co = {.num_replicas = 1, .num_partitions = 1, .device_ids = NULL, .portable = true};
+      tpu_cache_stats_t before, after;
+      tpu_cache_get_stats(R.cache, &before);
+      double t0 = tpu_clock_now();
       st = tpu_cache_compile(R.cache, key, text, len, &co, &exec);
+      double seconds = tpu_clock_now() - t0;
+      tpu_cache_get_stats(R.cache, &after);
+      if (!st)
+        metrics_program_made(key, g, live_node, live_out, nlive, nchecks, alias,
+                             after.compiles != before.compiles ? TPU_PROGRAM_COMPILED : TPU_PROGRAM_DISK, seconds);
       if (st && getenv("TORCH_TPU_DUMP_ON_ERROR")) fprintf(stderr, "%s\n", text);
       tpu_hlo_module_destroy(m);
     }
@@ -287,6 +296,7 @@ tpu_status_t graph_flush(tpu_graph_t *g) {
       for (int i = 0; alias && i < g->ninputs; i++)
         if (alias[i] >= 0) tpu_pjrt_buffer_donate(args[i]);
       seq = tpu_work_issue();
+      metrics_executed(key, seq, why, tpu_clock_now());
       tpu_pjrt_execute_options_t eo = {.device = device, .non_donatable = NULL, .num_non_donatable = 0,
                                        .wait = R.mode == TPU_MODE_DEBUG,
                                        .on_done = tpu_work_done, .on_done_arg = (void *)(uintptr_t)seq};
@@ -318,12 +328,12 @@ done:
   return st;
 }
 
-tpu_status_t flush_all(void) {
+tpu_status_t flush_all(tpu_rt_cut_t why) {
   tpu_status_t first = NULL;
   for (int d = 0; d < TPU_PJRT_MAX_DEVICES; d++) {
     tpu_graph_t *g = &R.graphs[d];
     if (!g->ready || (!g->nnodes && !g->ninputs)) continue;
-    tpu_status_t st = graph_flush(g);
+    tpu_status_t st = graph_flush(g, why);
     if (st && !first) first = st;
     else tpu_status_free(st);
   }
@@ -331,7 +341,8 @@ tpu_status_t flush_all(void) {
 }
 
 tpu_status_t maybe_flush_after_op(tpu_graph_t *g) {
-  if (g->nnodes >= R.fused_max_nodes || (R.mode != TPU_MODE_FUSED && !R.hold)) return graph_flush(g);
+  if (R.mode != TPU_MODE_FUSED && !R.hold) return graph_flush(g, TPU_CUT_OP);
+  if (g->nnodes >= R.fused_max_nodes) return graph_flush(g, TPU_CUT_SIZE);
   return NULL;
 }
 
@@ -344,14 +355,14 @@ void tpu_rt_hold_flush(void) {
 tpu_status_t tpu_rt_release_flush(void) {
   LOCK();
   tpu_status_t st = NULL;
-  if (R.hold > 0 && --R.hold == 0 && R.mode != TPU_MODE_FUSED && R.initialized) st = flush_all();
+  if (R.hold > 0 && --R.hold == 0 && R.mode != TPU_MODE_FUSED && R.initialized) st = flush_all(TPU_CUT_OP);
   UNLOCK();
   return st;
 }
 
-tpu_status_t tpu_rt_flush(void) {
+tpu_status_t tpu_rt_flush(tpu_rt_cut_t why) {
   LOCK();
-  tpu_status_t st = flush_all();
+  tpu_status_t st = flush_all(why);
   UNLOCK();
   return st;
 }
@@ -359,7 +370,7 @@ tpu_status_t tpu_rt_flush(void) {
 tpu_status_t tpu_rt_flush_device(int device) {
   LOCK();
   tpu_status_t st = device >= 0 && device < TPU_PJRT_MAX_DEVICES && R.graphs[device].ready
-                        ? graph_flush(&R.graphs[device]) : NULL;
+                        ? graph_flush(&R.graphs[device], TPU_CUT_SYNC) : NULL;
   UNLOCK();
   return st;
 }
@@ -376,7 +387,7 @@ tpu_status_t tpu_rt_flush_block(int min_nodes) {
                   d < TPU_PJRT_MAX_DEVICES; d++) {
     tpu_graph_t *g = &R.graphs[d];
     if (!g->ready || !g->nnodes) continue;
-    tpu_status_t st = graph_flush(g);
+    tpu_status_t st = graph_flush(g, TPU_CUT_LAYER);
     if (st && !first) first = st;
     else tpu_status_free(st);
   }
@@ -394,11 +405,13 @@ int tpu_rt_pending_nodes(void) {
 tpu_status_t tpu_rt_synchronize(void) {
   if (R.forked) return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_FORKED_MSG);
   LOCK();
-  tpu_status_t st = flush_all();
+  tpu_status_t st = flush_all(TPU_CUT_SYNC);
   int ndev = RE.ndev;
   UNLOCK();
   /* PJRT has no device-wide barrier: wait for every piece of work issued */
+  double t0 = tpu_clock_now();
   tpu_status_t wst = tpu_work_wait_all();
+  metrics_host_wait(tpu_clock_now() - t0);
   if (st) {
     tpu_status_free(wst);
     return st;

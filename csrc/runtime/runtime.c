@@ -91,6 +91,7 @@ void tpu_rt_shutdown(void) {
   err_shutdown();
   scalars_clear();
   sigs_free();
+  metrics_shutdown();
   tpu_cache_destroy(R.cache);
   R.cache = NULL;
   for (int d = 0; d < TPU_PJRT_MAX_DEVICES; d++) graph_free(&R.graphs[d]);
@@ -109,7 +110,7 @@ tpu_eager_mode_t tpu_rt_mode(void) { return R.mode; }
 
 tpu_status_t tpu_rt_set_mode(tpu_eager_mode_t mode) {
   LOCK();
-  tpu_status_t st = flush_all();
+  tpu_status_t st = flush_all(TPU_CUT_OTHER);
   if (!st) R.mode = mode;
   UNLOCK();
   return st;

@@ -43,6 +43,7 @@
 #include "hlo/hlo.h"
 #include "ops/ops.h"
 #include "pjrt/pjrt.h"
+#include "runtime/metrics.h"
 
 typedef enum tpu_eager_mode {
   TPU_MODE_STRICT = 0,
@@ -223,8 +224,8 @@ void tpu_rt_memory_reset_accumulated(int device);
  * as a device's caching allocator reuses its memory, until this call. */
 void tpu_rt_empty_cache(void);
 
-/* Runs the pending graph (fused mode) and, with wait, waits for all work. */
-tpu_status_t tpu_rt_flush(void);
+/* Runs the pending graph (fused mode); `why` is what cut it (metrics.h). */
+tpu_status_t tpu_rt_flush(tpu_rt_cut_t why);
 /* One op made of several recorded steps (an in-place or out= kernel: the op,
  * then the write into its target): between hold and release, strict and
  * debug mode do not flush after each step, and release flushes, so the op is

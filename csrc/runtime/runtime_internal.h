@@ -13,6 +13,7 @@
  *   event.c     the record of issued work and events (event.h)
  *   errors.c    the error state's checks and messages (errors.h)
  *   cache.c     the program cache (cache.h)
+ *   metrics.c   counters, program records, the recompile log (metrics.h)
  *
  * Every function here expects the runtime lock held (LOCK()), except where
  * its comment says otherwise.
@@ -25,6 +26,7 @@
 
 #include "base/arena.h"
 #include "runtime/cache.h"
+#include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
 /* ---- values and storages ------------------------------------------------------ */
@@ -74,6 +76,7 @@ tpu_status_t check_view(tpu_storage_t *s, const tpu_view_t *view);
 bool view_is_identity(const tpu_view_t *view, const tpu_hlo_type_t *t);
 #define TPU_VIEW_ATTRS (2 + 2 * TPU_MAX_RANK + 1)
 int view_attrs(const tpu_view_t *v, int64_t *ints);
+
 /* The value of a view of s as a materialised value of its own (a view_read
  * node run now, unless the view is the whole value; transfer.c).
  * bytes_only: the caller reads only the bytes (a host copy), so a row-major
@@ -146,8 +149,9 @@ tpu_status_t graph_build_text(tpu_graph_t *g, const int *live_node, const int *l
 void sigs_free(void);
 
 /* ---- execution ---------------------------------------------------------------------- */
-tpu_status_t graph_flush(tpu_graph_t *g);
-tpu_status_t flush_all(void);
+/* Runs g as one program; `why` is what cut it there (metrics.h). */
+tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why);
+tpu_status_t flush_all(tpu_rt_cut_t why);
 tpu_status_t maybe_flush_after_op(tpu_graph_t *g);
 /* device-side checks (execute.c): the device's state as an argument, and
  * the new state after a program; read at host waits. */
@@ -175,6 +179,24 @@ tpu_status_t memory_check(int device, int64_t request, const char *what);
 void host_memory_cache_start(void);
 void host_memory_trim(void);
 tpu_status_t check_started_device(int device);
+
+/* ---- metrics (metrics.c; its own lock, callable from any thread) ----------------------- */
+typedef enum tpu_metrics_transfer {
+  TPU_XFER_TO_DEVICE,
+  TPU_XFER_TO_HOST,
+  TPU_XFER_DEVICE_COPY,
+} tpu_metrics_transfer_t;
+/* A program was compiled (or loaded from the disk tier) for graph g under
+ * `key`, with the live set, checks and donations graph_flush chose: its
+ * record, its descriptor, and its cause if it recompiles an earlier one. */
+void metrics_program_made(uint64_t key, const tpu_graph_t *g, const int *live_node, const int *live_out, int nlive,
+                          int nchecks, const int *alias, tpu_rt_program_source_t source, double seconds);
+/* The program of `key` was issued as work `seq` at time `issued`. */
+void metrics_executed(uint64_t key, uint64_t seq, tpu_rt_cut_t cut, double issued);
+void metrics_work_done(uint64_t seq, double t); /* event.c: work seq finished at t */
+void metrics_transfer(tpu_metrics_transfer_t kind, int64_t bytes);
+void metrics_host_wait(double seconds);
+void metrics_shutdown(void);
 
 /* ---- the process-wide runtime ----------------------------------------------------------- */
 typedef struct tpu_runtime {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "runtime/event.h"
 #include "runtime/runtime_internal.h"
 
@@ -29,6 +30,7 @@ tpu_status_t tpu_rt_storage_from_host(int device, tpu_dtype_t dtype, const int64
   tpu_hlo_type_t t = tpu_hlo_type_make(dtype, rank, dims);
   *out_storage = storage_of_buffer(buf, &t, device);
   UNLOCK();
+  metrics_transfer(TPU_XFER_TO_DEVICE, numel * (int64_t)tpu_dtype_size(dtype));
   return *out_storage ? NULL : tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
 }
 
@@ -76,6 +78,7 @@ tpu_status_t tpu_rt_storage_from_host_async(int device, tpu_dtype_t dtype, const
   tpu_hlo_type_t t = tpu_hlo_type_make(dtype, rank, dims);
   *out_storage = storage_of_buffer(buf, &t, device);
   UNLOCK();
+  metrics_transfer(TPU_XFER_TO_DEVICE, numel * (int64_t)tpu_dtype_size(dtype));
   return *out_storage ? NULL : tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
 }
 
@@ -116,7 +119,7 @@ tpu_status_t view_value(tpu_storage_t *s, const tpu_view_t *view, bool bytes_onl
       (bytes_only ? view_is_whole(view, &s->value->type) : view_is_identity(view, &s->value->type))) {
     v = s->value;
     value_retain(v);
-    if (!v->buffer) st = graph_flush(g);
+    if (!v->buffer) st = graph_flush(g, TPU_CUT_HOST_READ);
   } else {
     tpu_ref_t base;
     const tpu_hlo_type_t *bt;
@@ -130,7 +133,7 @@ tpu_status_t view_value(tpu_storage_t *s, const tpu_view_t *view, bool bytes_onl
     else {
       v = node->outs[0];
       value_retain(v);
-      st = graph_flush(g);
+      st = graph_flush(g, TPU_CUT_HOST_READ);
     }
   }
   if (!st && v && !v->buffer) st = tpu_status_make(TPU_FAILED_PRECONDITION, "tensor value was never computed");
@@ -161,6 +164,7 @@ tpu_status_t tpu_rt_view_to_device(tpu_storage_t *s, const tpu_view_t *view, int
   tpu_hlo_type_t t = tpu_hlo_type_make(view->dtype, view->rank, view->sizes);
   *out_storage = storage_of_buffer(buf, &t, device);
   UNLOCK();
+  metrics_transfer(TPU_XFER_DEVICE_COPY, numel * (int64_t)tpu_dtype_size(view->dtype));
   return *out_storage ? NULL : tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
 }
 
@@ -174,7 +178,12 @@ tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void 
   if (!st) st = err_check(s->device);
   if (st) buf = NULL;
   /* the copy itself runs without the lock held */
-  if (buf) st = tpu_pjrt_buffer_to_host(buf, dst, nbytes);
+  if (buf) {
+    double t0 = tpu_clock_now();
+    st = tpu_pjrt_buffer_to_host(buf, dst, nbytes);
+    metrics_host_wait(tpu_clock_now() - t0);
+    metrics_transfer(TPU_XFER_TO_HOST, (int64_t)nbytes);
+  }
   if (v) {
     LOCK();
     value_release(v);

@@ -208,7 +208,7 @@ static void checks_in_mode(tpu_eager_mode_t mode) {
      * once the pending ops ran (a flush), the read reports */
     if (mode == TPU_MODE_FUSED) {
       TT_CHECK_OK(read_f32(x, 5, xr));
-      TT_CHECK_OK(tpu_rt_flush());
+      TT_CHECK_OK(tpu_rt_flush(TPU_CUT_OTHER));
     }
     TT_CHECK(is_error(read_f32(x, 5, xr), TPU_INVALID_ARGUMENT, "ZeroDivisionError"));
     TT_CHECK_OK(read_f32(x, 5, xr)); /* once */

@@ -101,7 +101,7 @@ static void run_mode(tpu_eager_mode_t mode) {
   TT_CHECK(st != NULL && tpu_status_code(st) == TPU_INVALID_ARGUMENT);
   TT_CHECK(st && strstr(tpu_status_message(st), "must match"));
   tpu_status_free(st);
-  TT_CHECK_OK(tpu_rt_flush());
+  TT_CHECK_OK(tpu_rt_flush(TPU_CUT_OTHER));
 
   tpu_storage_release(z);
   tpu_storage_release(outs[0].storage);
@@ -136,7 +136,7 @@ TT_TEST(runtime_fused_flush_block_cuts_big_blocks_only) {
   int64_t dims[1] = {4};
   tpu_storage_t *x;
   TT_CHECK_OK(tpu_rt_storage_from_host(0, TPU_F32, dims, 1, host, &x));
-  TT_CHECK_OK(tpu_rt_flush());
+  TT_CHECK_OK(tpu_rt_flush(TPU_CUT_OTHER));
   add_block(&x, 3); /* a small block stays pending */
   TT_CHECK_OK(tpu_rt_flush_block(4));
   TT_CHECK(tpu_rt_pending_nodes() == 3);
