@@ -6,7 +6,10 @@
  * View attrs layout (view_read, view_write):
  *   ints = [rank, sizes[rank]..., strides[rank]..., offset]
  * The base input is the storage's current value, any shape; its elements are
- * addressed in flat row-major order (the PyTorch storage layout).
+ * addressed in flat row-major order (the PyTorch storage layout).  An
+ * optional last input, a 0-d s64, is added to the offset at run time (the
+ * runtime passes a non-zero offset that way, so slicing at a new position
+ * is the same program); the caller has checked the view's bounds with it.
  */
 #include <string.h>
 
@@ -35,10 +38,21 @@ static int core_read_view(tpu_op_ctx_t *c, int first, core_view_t *v) {
   return 1;
 }
 
+/* The view's first element: its static offset plus the runtime one (`dyn`,
+ * a 0-d s64 or TPU_HLO_NONE), as a 0-d s64. */
+static tpu_hlo_value_t core_start(tpu_hlo_func_t *f, const core_view_t *v, tpu_hlo_value_t dyn) {
+  tpu_hlo_type_t s64 = tpu_hlo_type_scalar(TPU_S64);
+  tpu_hlo_value_t k = tpu_hlo_constant_i64(f, s64, v->offset);
+  if (dyn == TPU_HLO_NONE) return k;
+  return v->offset ? tpu_hlo_binary(f, "add", k, dyn) : dyn;
+}
+
 /* Flat element indices (s64, shape sizes) of a view. */
-static tpu_hlo_value_t core_view_indices(tpu_hlo_func_t *f, const core_view_t *v) {
+static tpu_hlo_value_t core_view_indices(tpu_hlo_func_t *f, const core_view_t *v, tpu_hlo_value_t dyn) {
   tpu_hlo_type_t it = tpu_hlo_type_make(TPU_S64, v->rank, v->sizes);
-  tpu_hlo_value_t acc = tpu_hlo_constant_i64(f, it, v->offset);
+  int64_t none[1] = {0};
+  tpu_hlo_value_t acc = dyn == TPU_HLO_NONE ? tpu_hlo_constant_i64(f, it, v->offset)
+                                            : tpu_hlo_broadcast_in_dim(f, core_start(f, v, dyn), it, none);
   for (int d = 0; d < v->rank; d++) {
     if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
     tpu_hlo_value_t io = tpu_hlo_iota(f, it, d);
@@ -98,11 +112,40 @@ static bool core_same_dims(const tpu_hlo_type_t *t, const core_view_t *v) {
   return true;
 }
 
+/* Bounds: the elements a view addresses must lie inside a storage of n
+ * (with a runtime offset only the view's extent can be checked here). */
+static bool core_check_bounds(tpu_op_ctx_t *c, const core_view_t *v, int64_t n, bool dynamic) {
+  int64_t hi = v->offset, lo = v->offset;
+  for (int d = 0; d < v->rank; d++) {
+    int64_t ext = (v->sizes[d] - 1) * v->strides[d];
+    if (ext > 0) hi += ext; else lo += ext;
+  }
+  if (dynamic ? hi - lo >= n : (lo < 0 || hi >= n)) {
+    tpu_op_fail(c, TPU_OUT_OF_RANGE, "%s: view (offset %lld) addresses elements [%lld, %lld] of a storage of %lld",
+                c->name, (long long)v->offset, (long long)lo, (long long)hi, (long long)n);
+    return false;
+  }
+  return true;
+}
+
+/* The contiguous elements [start, start + count) of flat, start static or
+ * not. */
+static tpu_hlo_value_t core_range(tpu_hlo_func_t *f, tpu_hlo_value_t flat, const core_view_t *v, int64_t count,
+                                  tpu_hlo_value_t dyn) {
+  if (dyn == TPU_HLO_NONE) {
+    int64_t st = v->offset, lim = v->offset + count, one = 1;
+    return tpu_hlo_slice(f, flat, &st, &lim, &one);
+  }
+  tpu_hlo_value_t start = core_start(f, v, dyn);
+  return tpu_hlo_dynamic_slice(f, flat, &start, &count);
+}
+
 static void rule_view_read(tpu_op_ctx_t *c) {
   tpu_hlo_func_t *f = c->f;
   core_view_t v;
   if (!core_read_view(c, 0, &v)) return;
   tpu_hlo_value_t base = c->in[0];
+  tpu_hlo_value_t dyn = c->nin > 1 ? c->in[1] : TPU_HLO_NONE;
   const tpu_hlo_type_t *bt = tpu_hlo_type_of(f, base);
   int64_t n = tpu_hlo_type_numel(bt);
   tpu_hlo_type_t out_t = tpu_hlo_type_make(bt->dtype, v.rank, v.sizes);
@@ -110,18 +153,8 @@ static void rule_view_read(tpu_op_ctx_t *c) {
     tpu_op_set_output(c, tpu_hlo_constant(f, out_t, 0));
     return;
   }
-  /* bounds: the largest element addressed must be inside the storage */
-  int64_t hi = v.offset, lo = v.offset;
-  for (int d = 0; d < v.rank; d++) {
-    int64_t ext = (v.sizes[d] - 1) * v.strides[d];
-    if (ext > 0) hi += ext; else lo += ext;
-  }
-  if (lo < 0 || hi >= n) {
-    tpu_op_fail(c, TPU_OUT_OF_RANGE, "view_read: view (offset %lld) addresses elements [%lld, %lld] of a storage of %lld",
-                (long long)v.offset, (long long)lo, (long long)hi, (long long)n);
-    return;
-  }
-  if (v.offset == 0 && v.numel == n && core_is_contiguous(&v)) {
+  if (!core_check_bounds(c, &v, n, dyn != TPU_HLO_NONE)) return;
+  if (dyn == TPU_HLO_NONE && v.offset == 0 && v.numel == n && core_is_contiguous(&v)) {
     tpu_op_set_output(c, core_same_dims(bt, &v) ? base : tpu_hlo_reshape(f, base, v.rank, v.sizes));
     return;
   }
@@ -139,19 +172,17 @@ static void rule_view_read(tpu_op_ctx_t *c) {
   tpu_hlo_value_t res;
   int64_t perm[TPU_MAX_RANK];
   if (core_is_contiguous(&r)) {
-    int64_t st = r.offset, lim = r.offset + r.numel, one = 1;
-    res = tpu_hlo_slice(f, flat, &st, &lim, &one);
+    res = core_range(f, flat, &r, r.numel, dyn);
     res = tpu_hlo_reshape(f, res, r.rank, r.sizes);
   } else if (core_is_permuted(&r, perm)) {
-    int64_t st = r.offset, lim = r.offset + r.numel, one = 1;
     int64_t psizes[TPU_MAX_RANK], inv[TPU_MAX_RANK];
     for (int i = 0; i < r.rank; i++) psizes[i] = r.sizes[perm[i]];
     for (int i = 0; i < r.rank; i++) inv[perm[i]] = i;
-    res = tpu_hlo_slice(f, flat, &st, &lim, &one);
+    res = core_range(f, flat, &r, r.numel, dyn);
     res = tpu_hlo_reshape(f, res, r.rank, psizes);
     res = tpu_hlo_transpose(f, res, inv);
   } else {
-    tpu_hlo_value_t idx = core_view_indices(f, &r);
+    tpu_hlo_value_t idx = core_view_indices(f, &r, dyn);
     int64_t idims[TPU_MAX_RANK + 1];
     memcpy(idims, r.sizes, sizeof(int64_t) * r.rank);
     idims[r.rank] = 1;
@@ -175,13 +206,14 @@ static void rule_view_read(tpu_op_ctx_t *c) {
 }
 
 /* view_write: in[0] base, in[1] src (broadcastable to the view; same dtype
- * as the base - the caller converts).  Output: the new base value, same
- * type as in[0]. */
+ * as the base - the caller converts), in[2] the runtime offset (optional).
+ * Output: the new base value, same type as in[0]. */
 static void rule_view_write(tpu_op_ctx_t *c) {
   tpu_hlo_func_t *f = c->f;
   core_view_t v;
   if (!core_read_view(c, 0, &v)) return;
   tpu_hlo_value_t base = c->in[0];
+  tpu_hlo_value_t dyn = c->nin > 2 ? c->in[2] : TPU_HLO_NONE;
   const tpu_hlo_type_t *bt0 = tpu_hlo_type_of(f, base);
   tpu_hlo_type_t bt = *bt0;
   int64_t n = tpu_hlo_type_numel(&bt);
@@ -198,28 +230,28 @@ static void rule_view_write(tpu_op_ctx_t *c) {
     return;
   }
   src = tpu_hlo_broadcast_to(f, src, v.rank, v.sizes);
-  if (v.offset == 0 && v.numel == n && core_is_contiguous(&v)) {
+  if (!core_check_bounds(c, &v, n, dyn != TPU_HLO_NONE)) return;
+  if (dyn == TPU_HLO_NONE && v.offset == 0 && v.numel == n && core_is_contiguous(&v)) {
     tpu_op_set_output(c, tpu_hlo_reshape(f, src, bt.rank, bt.dims));
     return;
   }
   tpu_hlo_value_t flat = core_flat(f, base);
   tpu_hlo_value_t res;
   int64_t perm[TPU_MAX_RANK];
-  tpu_hlo_type_t s64 = tpu_hlo_type_scalar(TPU_S64);
   bool has_bcast = false;
   for (int d = 0; d < v.rank; d++)
     if (v.sizes[d] > 1 && v.strides[d] == 0) has_bcast = true;
   if (!has_bcast && core_is_contiguous(&v)) {
     tpu_hlo_value_t upd = tpu_hlo_reshape(f, src, 1, &v.numel);
-    tpu_hlo_value_t start = tpu_hlo_constant_i64(f, s64, v.offset);
+    tpu_hlo_value_t start = core_start(f, &v, dyn);
     res = tpu_hlo_dynamic_update_slice(f, flat, upd, &start);
   } else if (!has_bcast && core_is_permuted(&v, perm)) {
     tpu_hlo_value_t upd = tpu_hlo_transpose(f, src, perm);
     upd = tpu_hlo_reshape(f, upd, 1, &v.numel);
-    tpu_hlo_value_t start = tpu_hlo_constant_i64(f, s64, v.offset);
+    tpu_hlo_value_t start = core_start(f, &v, dyn);
     res = tpu_hlo_dynamic_update_slice(f, flat, upd, &start);
   } else {
-    tpu_hlo_value_t idx = core_view_indices(f, &v);
+    tpu_hlo_value_t idx = core_view_indices(f, &v, dyn);
     int64_t idims[2] = {v.numel, 1};
     idx = tpu_hlo_reshape(f, idx, 2, idims);
     tpu_hlo_value_t upd = tpu_hlo_reshape(f, src, 1, &v.numel);
@@ -313,8 +345,8 @@ static void rule_bitcast_flat(tpu_op_ctx_t *c) {
 static void rule_identity(tpu_op_ctx_t *c) { tpu_op_set_output(c, c->in[0]); }
 
 const tpu_op_rule_t tpu_rules_core[] = {
-    {"view_read", rule_view_read, 1, 1},
-    {"view_write", rule_view_write, 2, 2},
+    {"view_read", rule_view_read, 1, 2},
+    {"view_write", rule_view_write, 2, 3},
     {"identity", rule_identity, 1, 1},
     {"bitcast_flat", rule_bitcast_flat, 1, 1},
     {NULL, NULL, 0, 0},

@@ -314,12 +314,8 @@ tpu_status_t input_ref(tpu_graph_t *g, const tpu_rt_input_t *in, tpu_ref_t *out)
     *out = base;
     return NULL;
   }
-  int64_t ints[TPU_VIEW_ATTRS];
-  tpu_op_attrs_t a = {view_attrs(&in->view, ints), ints, 0, NULL};
-  static const tpu_op_rule_t *view_read;
-  if (!view_read) view_read = tpu_op_rule_find("view_read");
   tpu_node_t *node;
-  TPU_PROPAGATE(graph_add_node(g, view_read, &base, 1, &a, &node));
+  TPU_PROPAGATE(view_node(g, &base, 1, &in->view, &node));
   *out = TPU_REF_NODE(g->nnodes - 1, 0);
   return NULL;
 }

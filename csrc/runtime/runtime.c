@@ -268,12 +268,8 @@ tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const 
   const tpu_hlo_type_t *bt;
   st = storage_ref(g, dst, dst_view->dtype, &refs[0], &bt);
   if (!st) st = input_ref(g, src, &refs[1]);
-  int64_t ints[TPU_VIEW_ATTRS];
-  tpu_op_attrs_t a = {view_attrs(dst_view, ints), ints, 0, NULL};
-  static const tpu_op_rule_t *view_write;
-  if (!view_write) view_write = tpu_op_rule_find("view_write");
   tpu_node_t *node = NULL;
-  if (!st) st = graph_add_node(g, view_write, refs, 2, &a, &node);
+  if (!st) st = view_node(g, refs, 2, dst_view, &node);
   if (!st && dst_view->dtype != dst->dtype) { /* back to the storage's dtype */
     tpu_ref_t w = TPU_REF_NODE(g->nnodes - 1, 0);
     int64_t code = dst->dtype;

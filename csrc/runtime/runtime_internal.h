@@ -71,11 +71,9 @@ int64_t storage_promised(const tpu_storage_t *s);
 void storage_repromise(const tpu_storage_t *s, int64_t before);
 
 /* Views: bounds and dtype checks (an untyped storage takes the view's
- * dtype); identity test; the attrs of view_read / view_write. */
+ * dtype); identity test. */
 tpu_status_t check_view(tpu_storage_t *s, const tpu_view_t *view);
 bool view_is_identity(const tpu_view_t *view, const tpu_hlo_type_t *t);
-#define TPU_VIEW_ATTRS (2 + 2 * TPU_MAX_RANK + 1)
-int view_attrs(const tpu_view_t *v, int64_t *ints);
 
 /* The value of a view of s as a materialised value of its own (a view_read
  * node run now, unless the view is the whole value; transfer.c).
@@ -134,6 +132,11 @@ void graph_free(tpu_graph_t *g);         /* shutdown */
 void graph_truncate(tpu_graph_t *g, int nnodes); /* rolls back a failed op's nodes */
 tpu_status_t graph_add_node(tpu_graph_t *g, const tpu_op_rule_t *rule, const tpu_ref_t *in, int nin,
                             const tpu_op_attrs_t *attrs, tpu_node_t **out_node);
+/* A view_read (refs: the base) or view_write (refs: base, src) node for v.
+ * A non-zero offset is a runtime input (a 0-d s64, one per distinct value
+ * in the graph): reading or writing the same view at another position
+ * (a data set, a KV cache, a rolling buffer) is the same program. */
+tpu_status_t view_node(tpu_graph_t *g, const tpu_ref_t *refs, int nrefs, const tpu_view_t *v, tpu_node_t **out_node);
 /* A reference to an input's contents (a view read folded in; a number as a
  * 0-d input, one per distinct number). */
 tpu_status_t input_ref(tpu_graph_t *g, const tpu_rt_input_t *in, tpu_ref_t *out);

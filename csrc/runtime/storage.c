@@ -209,10 +209,8 @@ tpu_status_t tpu_rt_storage_resize(tpu_storage_t *s, size_t nbytes) {
     const tpu_hlo_type_t *bt;
     st = storage_ref(g, &tmp, dt, &refs[0], &bt);
     if (!st) st = input_ref(g, &src, &refs[1]);
-    int64_t ints[TPU_VIEW_ATTRS];
-    tpu_op_attrs_t a = {view_attrs(&v, ints), ints, 0, NULL};
     tpu_node_t *node = NULL;
-    if (!st) st = graph_add_node(g, tpu_op_rule_find("view_write"), refs, 2, &a, &node);
+    if (!st) st = view_node(g, refs, 2, &v, &node);
     if (st) {
       graph_truncate(g, mark);
       if (R.mode != TPU_MODE_FUSED) graph_discard(g);
@@ -250,13 +248,30 @@ bool view_is_identity(const tpu_view_t *view, const tpu_hlo_type_t *t) {
   return true;
 }
 
-int view_attrs(const tpu_view_t *v, int64_t *ints) {
+tpu_status_t view_node(tpu_graph_t *g, const tpu_ref_t *refs, int nrefs, const tpu_view_t *v, tpu_node_t **out_node) {
+  static const tpu_op_rule_t *rules[2];
+  if (!rules[0]) {
+    rules[0] = tpu_op_rule_find("view_read");
+    rules[1] = tpu_op_rule_find("view_write");
+  }
+  int64_t ints[2 + 2 * TPU_MAX_RANK + 1];
   int n = 0;
   ints[n++] = v->rank;
   for (int d = 0; d < v->rank; d++) ints[n++] = v->sizes[d];
   for (int d = 0; d < v->rank; d++) ints[n++] = v->strides[d];
-  ints[n++] = v->offset;
-  return n;
+  ints[n++] = 0; /* the offset: a runtime input below, so the program does not depend on it */
+  tpu_ref_t in[3] = {refs[0], nrefs > 1 ? refs[1] : 0, 0};
+  int nin = nrefs;
+  if (v->offset != 0) {
+    tpu_rt_input_t off;
+    memset(&off, 0, sizeof(off));
+    off.scalar_dtype = TPU_S64;
+    off.scalar_i = v->offset;
+    off.scalar_f = (double)v->offset;
+    TPU_PROPAGATE(input_ref(g, &off, &in[nin++]));
+  }
+  tpu_op_attrs_t a = {n, ints, 0, NULL};
+  return graph_add_node(g, rules[nrefs > 1], in, nin, &a, out_node);
 }
 
 static const char *dims_str(const int64_t *d, int n, char *buf, size_t size) {

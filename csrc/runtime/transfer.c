@@ -125,10 +125,8 @@ tpu_status_t view_value(tpu_storage_t *s, const tpu_view_t *view, bool bytes_onl
     const tpu_hlo_type_t *bt;
     int mark = g->nnodes;
     st = storage_ref(g, s, view->dtype, &base, &bt);
-    int64_t ints[TPU_VIEW_ATTRS];
-    tpu_op_attrs_t a = {view_attrs(view, ints), ints, 0, NULL};
     tpu_node_t *node = NULL;
-    if (!st) st = graph_add_node(g, tpu_op_rule_find("view_read"), &base, 1, &a, &node);
+    if (!st) st = view_node(g, &base, 1, view, &node);
     if (st) graph_truncate(g, mark);
     else {
       v = node->outs[0];
@@ -168,10 +166,64 @@ tpu_status_t tpu_rt_view_to_device(tpu_storage_t *s, const tpu_view_t *view, int
   return *out_storage ? NULL : tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
 }
 
+/* A view of a small storage is read whole and gathered on the host: no
+ * program for the view (x[i].item(), a slice printed, the rows of a bucketed
+ * buffer), at the price of copying up to this many bytes. */
+enum { HOST_GATHER_MAX_BYTES = 1 << 20 };
+
+static bool host_gather_wanted(const tpu_storage_t *s, const tpu_view_t *view) {
+  if (!s->value || s->untyped || view->dtype != s->value->type.dtype || view->rank > TPU_MAX_RANK) return false;
+  size_t esz = tpu_dtype_size(view->dtype);
+  return esz && tpu_storage_nbytes(s) <= HOST_GATHER_MAX_BYTES && !view_is_whole(view, &s->value->type);
+}
+
+/* dst (dense, row-major) = the view's elements of src (the whole flat value). */
+static void host_gather(const char *src, const tpu_view_t *v, char *dst) {
+  size_t esz = tpu_dtype_size(v->dtype);
+  int64_t idx[TPU_MAX_RANK] = {0};
+  int64_t n = 1;
+  for (int d = 0; d < v->rank; d++) n *= v->sizes[d];
+  int64_t at = v->offset;
+  for (int64_t k = 0; k < n; k++) {
+    memcpy(dst + (size_t)k * esz, src + (size_t)at * esz, esz);
+    for (int d = v->rank - 1; d >= 0; d--) { /* odometer over the view's indices */
+      at += v->strides[d];
+      if (++idx[d] < v->sizes[d]) break;
+      at -= v->strides[d] * v->sizes[d];
+      idx[d] = 0;
+    }
+  }
+}
+
 tpu_status_t tpu_rt_view_to_host(tpu_storage_t *s, const tpu_view_t *view, void *dst, size_t nbytes) {
   LOCK();
+  tpu_status_t st = check_view(s, view);
+  if (!st && host_gather_wanted(s, view)) {
+    tpu_view_t whole;
+    memset(&whole, 0, sizeof(whole));
+    whole.dtype = view->dtype;
+    whole.rank = 1;
+    whole.sizes[0] = s->numel;
+    whole.strides[0] = 1;
+    tpu_view_t v = *view;
+    UNLOCK();
+    size_t total = (size_t)s->numel * tpu_dtype_size(view->dtype);
+    char *tmp = (char *)malloc(total ? total : 1);
+    if (!tmp) return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of host memory");
+    st = tpu_rt_view_to_host(s, &whole, tmp, total);
+    if (!st) {
+      int64_t n = 1;
+      for (int d = 0; d < v.rank; d++) n *= v.sizes[d];
+      if ((size_t)n * tpu_dtype_size(v.dtype) > nbytes)
+        st = tpu_status_make(TPU_INVALID_ARGUMENT, "reading a view: %zu bytes of room for %lld elements", nbytes,
+                             (long long)n);
+      else host_gather(tmp, &v, (char *)dst);
+    }
+    free(tmp);
+    return st;
+  }
   tpu_value_t *v = NULL;
-  tpu_status_t st = view_value(s, view, true, &v); /* the host copy needs the bytes only */
+  if (!st) st = view_value(s, view, true, &v); /* the host copy needs the bytes only */
   tpu_pjrt_buffer_t *buf = (!st && v) ? v->buffer : NULL;
   UNLOCK();
   /* a host wait: a failed device-side check raises here (errors.h) */

@@ -128,3 +128,53 @@ TT_TEST(runtime_metrics_fused_cuts_are_counted_by_reason) {
   tpu_storage_release(x);
   tpu_rt_shutdown();
 }
+
+/* A view's offset is a runtime input: the same slice at 100 positions, and
+ * an op on each, is one program (plus offset 0's own), in every mode. */
+static void slices_at_offsets(tpu_eager_mode_t mode) {
+  TT_CHECK_OK(start(mode));
+  for (int64_t off = 0; off < 100; off++) add_strided(64 + 100, 8, off % 56, 1);
+  for (int64_t off = 0; off < 20; off++) add_strided(64, 4, off, 3); /* strided: a gather at an offset */
+  tpu_rt_metrics_t m;
+  tpu_rt_metrics(&m);
+  TT_CHECK(m.compiles + m.disk_loads <= 4);
+  tpu_rt_shutdown();
+}
+
+TT_TEST(runtime_strict_views_at_new_offsets_compile_nothing) { slices_at_offsets(TPU_MODE_STRICT); }
+TT_TEST(runtime_fused_views_at_new_offsets_compile_nothing) { slices_at_offsets(TPU_MODE_FUSED); }
+
+/* A view of a small storage is read to the host without a program: the
+ * storage is copied whole and the view gathered on the host (transposed,
+ * strided, at an offset), with the values of the view. */
+TT_TEST(runtime_small_view_reads_compile_nothing) {
+  TT_CHECK_OK(start(TPU_MODE_STRICT));
+  float host[24];
+  for (int i = 0; i < 24; i++) host[i] = (float)i;
+  int64_t dims[2] = {4, 6};
+  tpu_storage_t *x;
+  TT_CHECK_OK(tpu_rt_storage_from_host(0, TPU_F32, dims, 2, host, &x));
+  tpu_view_t t; /* x[1:, ::2].T: sizes 3x3, strides 2,6, offset 6 */
+  memset(&t, 0, sizeof(t));
+  t.dtype = TPU_F32;
+  t.rank = 2;
+  t.sizes[0] = 3;
+  t.sizes[1] = 3;
+  t.strides[0] = 2;
+  t.strides[1] = 6;
+  t.offset = 6;
+  float out[9];
+  TT_CHECK_OK(tpu_rt_view_to_host(x, &t, out, sizeof(out)));
+  int ok = 1;
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) ok &= out[i * 3 + j] == host[6 + i * 2 + j * 6];
+  TT_CHECK(ok);
+  tpu_view_t one = flat_view(1, 17); /* x.view(-1)[17] */
+  TT_CHECK_OK(tpu_rt_view_to_host(x, &one, out, sizeof(float)));
+  TT_CHECK(out[0] == 17.0f);
+  tpu_rt_metrics_t m;
+  tpu_rt_metrics(&m);
+  TT_CHECK(m.compiles == 0 && m.executions == 0);
+  tpu_storage_release(x);
+  tpu_rt_shutdown();
+}

@@ -114,3 +114,52 @@ def test_setitem_with_scalar_and_tensor():
         x[1, 2:] = torch.tensor([1.0, 2.0], device=x.device)
         x[:, 0] = x[:, 1]
     assert torch.equal(t.cpu(), c)
+
+
+def _programs_made():
+    m = torch.tpu.metrics()
+    return m["compile"]["count"] + m["disk_load"]["count"]
+
+
+def test_slices_at_new_offsets_are_one_program():
+    # a view's offset is a program input: 100 slices at 100 positions, an op
+    # on each, make at most two programs (offset 0's static form, the rest)
+    src_c = torch.arange(4000.0).reshape(400, 10)
+    src = src_c.to("tpu")
+    torch.tpu.synchronize()
+    before = _programs_made()
+    outs = []
+    for i in range(100):  # a step each (fused mode runs each as its own graph)
+        outs.append((src[i:i + 35] * 2 + 1).sum(0))
+        torch.tpu.synchronize()
+    assert _programs_made() - before <= 4  # the slice+mul+add and the sum, each at offset 0 and at the rest
+    for i in (0, 1, 57, 99):
+        torch.testing.assert_close(outs[i].cpu(), (src_c[i:i + 35] * 2 + 1).sum(0))
+
+
+def test_row_writes_at_new_positions_are_one_program():
+    # a KV-cache-like buffer written one row per step
+    cache_c = torch.zeros(64, 8)
+    cache = cache_c.to("tpu")
+    rows = torch.randn(64, 8)
+    for i in (0, 1):  # offset 0's program and the one of every other row
+        cache[i] = rows[i].to("tpu")
+        torch.tpu.synchronize()
+    before = _programs_made()
+    for i in range(2, 64):
+        cache[i] = rows[i].to("tpu")
+        cache_c[i] = rows[i]
+        torch.tpu.synchronize()
+    assert _programs_made() - before == 0
+    cache_c[:2] = rows[:2]
+    torch.testing.assert_close(cache.cpu(), cache_c)
+
+
+def test_small_view_reads_need_no_program():
+    x = torch.arange(600.0).reshape(20, 30).to("tpu")
+    torch.tpu.synchronize()
+    before = _programs_made()
+    vals = [x[i, 3 + i].item() for i in range(20)] + [x.t()[5].tolist()]
+    assert _programs_made() - before == 0
+    assert vals[:20] == [float(i * 30 + 3 + i) for i in range(20)]
+    assert vals[20] == [float(r * 30 + 5) for r in range(20)]
