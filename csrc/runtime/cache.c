@@ -56,6 +56,7 @@ struct tpu_cache {
   int warned_entry;          /* an entry refusal was warned about */
   uint64_t identity_hash;
   tpu_cache_config_t cfg;
+  int disk_scanned; /* disk_entries / disk_bytes were counted from the directory */
   tpu_prog_t *buckets[TPU_CACHE_BUCKETS];
   tpu_prog_t *head, *tail;
   tpu_cache_stats_t st;
@@ -163,7 +164,10 @@ tpu_status_t tpu_cache_create(tpu_pjrt_client_t *client, const tpu_cache_config_
   c->cfg = *cfg;
   if (c->cfg.mem_max_entries <= 0) c->cfg.mem_max_entries = 4096;
   if (c->cfg.mem_max_bytes <= 0) c->cfg.mem_max_bytes = (int64_t)2 << 30;
-  if (c->cfg.disk_max_entries <= 0) c->cfg.disk_max_entries = 10000;
+  /* the disk tier is bounded by bytes: 4 GiB holds hundreds of thousands of
+   * programs (a few KB to a few MB each), so one workload's programs do not
+   * push out another's; an entry bound only when asked for */
+  if (c->cfg.disk_max_entries <= 0) c->cfg.disk_max_entries = INT64_MAX;
   if (c->cfg.disk_max_bytes <= 0) c->cfg.disk_max_bytes = (int64_t)4 << 30;
   const char *id = tpu_pjrt_client_identity(client);
   c->identity_hash = tpu_hash_bytes(TPU_HASH_SEED, id, strlen(id));
@@ -358,10 +362,22 @@ static int tpu_disk_load(tpu_cache_t *c, uint64_t fkey, uint64_t text_hash, tpu_
   return 1;
 }
 
+typedef struct { char name[64]; time_t t; long ns; off_t size; } tpu_disk_ent_t;
+
+static int tpu_disk_ent_older(const void *a, const void *b) {
+  const tpu_disk_ent_t *x = (const tpu_disk_ent_t *)a, *y = (const tpu_disk_ent_t *)b;
+  if (x->t != y->t) return x->t < y->t ? -1 : 1;
+  return x->ns < y->ns ? -1 : x->ns > y->ns;
+}
+
+/* Counts the directory's entries and bytes and, when they pass a bound,
+ * removes the least recently used (oldest mtime: a load touches its entry)
+ * until they are 10% under it, so a full cache is not rescanned at every
+ * write. */
 static void tpu_disk_evict(tpu_cache_t *c) {
   DIR *d = tpu_disk_opendir(c);
   if (!d) return;
-  typedef struct { char name[64]; time_t t; long ns; off_t size; } ent_t;
+  typedef tpu_disk_ent_t ent_t;
   ent_t *ents = NULL;
   size_t n = 0, cap = 0;
   int64_t bytes = 0;
@@ -385,21 +401,22 @@ static void tpu_disk_evict(tpu_cache_t *c) {
     n++;
   }
   closedir(d);
-  c->st.disk_entries = (int64_t)n;
-  c->st.disk_bytes = bytes;
-  while ((int64_t)n > c->cfg.disk_max_entries || bytes > c->cfg.disk_max_bytes) {
-    size_t oldest = 0;
-    for (size_t i = 1; i < n; i++)
-      if (ents[i].t < ents[oldest].t || (ents[i].t == ents[oldest].t && ents[i].ns < ents[oldest].ns)) oldest = i;
-    unlinkat(c->dirfd, ents[oldest].name, 0);
-    bytes -= ents[oldest].size;
-    ents[oldest] = ents[n - 1];
-    n--;
-    c->st.disk_evictions++;
-    if (n == 0) break;
+  if ((int64_t)n > c->cfg.disk_max_entries || bytes > c->cfg.disk_max_bytes) {
+    qsort(ents, n, sizeof(ent_t), tpu_disk_ent_older);
+    int64_t keep_n = c->cfg.disk_max_entries - c->cfg.disk_max_entries / 10;
+    int64_t keep_bytes = c->cfg.disk_max_bytes - c->cfg.disk_max_bytes / 10;
+    size_t i = 0;
+    while (i < n && ((int64_t)(n - i) > keep_n || bytes > keep_bytes)) {
+      unlinkat(c->dirfd, ents[i].name, 0);
+      bytes -= ents[i].size;
+      c->st.disk_evictions++;
+      i++;
+    }
+    n -= i;
   }
   c->st.disk_entries = (int64_t)n;
   c->st.disk_bytes = bytes;
+  c->disk_scanned = 1;
   free(ents);
 }
 
@@ -433,7 +450,13 @@ static void tpu_disk_store(tpu_cache_t *c, uint64_t fkey, uint64_t text_hash, tp
   free(payload);
   if (ok) {
     c->st.disk_writes++;
-    tpu_disk_evict(c);
+    /* the directory is scanned at the first write, then only when the
+     * running totals (this process's writes added) pass a bound: other
+     * processes' writes are found then */
+    c->st.disk_entries++;
+    c->st.disk_bytes += (int64_t)psz + 40;
+    if (!c->disk_scanned || c->st.disk_entries > c->cfg.disk_max_entries || c->st.disk_bytes > c->cfg.disk_max_bytes)
+      tpu_disk_evict(c);
   } else {
     c->st.disk_errors++;
   }

@@ -79,7 +79,7 @@ typedef struct tpu_rt_config {
   const char *cache_dir;          /* NULL or "" = no disk tier */
   int64_t mem_cache_max_entries;  /* 0 = default 4096 */
   int64_t mem_cache_max_bytes;    /* 0 = default 2 GiB */
-  int64_t disk_cache_max_entries; /* 0 = default 10000 */
+  int64_t disk_cache_max_entries; /* 0 = no bound on the count */
   int64_t disk_cache_max_bytes;   /* 0 = default 4 GiB */
   int fused_max_nodes;            /* 0 = default 8192 */
   int no_device_checks;           /* 1 = programs compute no error flags (to measure their cost;

@@ -199,3 +199,60 @@ TT_TEST(runtime_cache_refuses_entry_of_another_owner) {
   planted_entry(2);
 }
 TT_TEST(runtime_cache_refuses_fifo_entry) { planted_entry(3); }
+
+/* The disk tier is bounded by bytes: with the default bounds every program
+ * of two "workloads" stays; with a byte bound the oldest go first, down to
+ * 10% under the bound, and the newest stay. */
+static int count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    n += len > 5 && !strcmp(e->d_name + len - 5, ".tpux");
+  }
+  closedir(d);
+  return n;
+}
+
+static void compile_negates(tpu_cache_t *cache, int first, int n) {
+  for (int i = first; i < first + n; i++) {
+    char prog[512];
+    snprintf(prog, sizeof(prog),
+             "module @neg {\n  func.func public @main(%%arg0: tensor<%dxf32>) -> tensor<%dxf32> {\n"
+             "    %%0 = \"stablehlo.negate\"(%%arg0) : (tensor<%dxf32>) -> tensor<%dxf32>\n"
+             "    \"func.return\"(%%0) : (tensor<%dxf32>) -> ()\n  }\n}\n", i, i, i, i, i);
+    tpu_pjrt_exec_t *exec = NULL;
+    TT_CHECK_OK(tpu_cache_compile(cache, (uint64_t)(1000 + i), prog, strlen(prog), &k_opts, &exec));
+  }
+}
+
+TT_TEST(runtime_cache_disk_tier_is_bounded_by_bytes) {
+  tpu_pjrt_client_t *client = tt_client();
+  if (!client) return;
+  char root[] = "/tmp/tpu_cache_bytesXXXXXX";
+  TT_CHECK(mkdtemp(root) != NULL);
+  tpu_cache_config_t cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.dir = root;
+  tpu_cache_t *cache = NULL;
+  TT_CHECK_OK(tpu_cache_create(client, &cfg, &cache));
+  if (!cache) return;
+  compile_negates(cache, 1, 12); /* workload A */
+  compile_negates(cache, 101, 12); /* workload B */
+  tpu_cache_stats_t s;
+  tpu_cache_get_stats(cache, &s);
+  TT_CHECK(s.disk_writes == 24 && s.disk_evictions == 0 && count_entries(root) == 24);
+  int64_t one = s.disk_bytes / 24;
+  tpu_cache_destroy(cache);
+  /* a bound of ~10 programs: the oldest go, the newest stay */
+  cfg.disk_max_bytes = one * 10;
+  TT_CHECK_OK(tpu_cache_create(client, &cfg, &cache));
+  if (!cache) return;
+  compile_negates(cache, 201, 1);
+  tpu_cache_get_stats(cache, &s);
+  TT_CHECK(s.disk_evictions >= 15 && count_entries(root) <= 10 && s.disk_bytes <= cfg.disk_max_bytes);
+  tpu_cache_destroy(cache);
+  rm_rf(root);
+}

@@ -190,6 +190,27 @@ def test_second_process_hits_the_disk_tier(tmp_path):
     assert c2 == 0 and h2 >= c1, f"second process compiled {c2}, disk hits {h2}"
 
 
+_WORKLOAD = """
+import torch
+k = {k}
+xs = [torch.randn(k + i, 3, device="tpu") for i in range(15)]   # 15 shapes: 15+ programs
+print("RESULT", [round(float((x * 2).sin().sum()), 3) for x in xs][:3])
+s = torch.tpu.cache_stats()
+print("STATS", s["disk_hits"], s["compiles"], s["disk_errors"])
+"""
+
+
+def test_a_second_workload_does_not_evict_the_first(tmp_path):
+    # default bounds: the disk tier is bounded by bytes, not a small count
+    a = _WORKLOAD.format(k=300)
+    b = _WORKLOAD.format(k=700)
+    _, _, ca, _ = _parse(_run(a, tmp_path))
+    _, _, cb, _ = _parse(_run(b, tmp_path))
+    assert ca > 15 and cb > 15
+    _, hits, compiles, _ = _parse(_run(a, tmp_path))
+    assert compiles == 0 and hits >= ca
+
+
 def test_corrupt_or_foreign_cache_files_are_ignored_and_replaced(tmp_path):
     r1, _, c1, _ = _parse(_run(_PROGRAM, tmp_path))
     files = sorted(glob.glob(str(tmp_path / "*.tpux")))
