@@ -114,6 +114,7 @@ def ensure_initialized():
                 device_checks=os.environ.get("TORCH_TPU_DEVICE_CHECKS", "1") != "0",
                 donation=os.environ.get("TORCH_TPU_DONATION", "1") != "0",
                 host_memory_cache=os.environ.get("TORCH_TPU_CPU_MEMORY_CACHE", "1") != "0",
+                compile_threads=_int_env("TORCH_TPU_COMPILE_THREADS", -1),
             )
     except Exception as e:  # keep the reason for every later call
         _init_error = (

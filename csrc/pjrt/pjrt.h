@@ -144,6 +144,12 @@ typedef struct tpu_pjrt_compile_options {
   const int *device_ids;
   /* Single-device programs: compile portable, the device chosen at execute. */
   bool portable;
+  /* XLA options for this compile, as XLA_FLAGS spells them without the
+   * dashes: "xla_backend_optimization_level=1 xla_cpu_use_fusion_emitters=false"
+   * (NULL or "" = the plugin's defaults).  They travel as the compile
+   * options' env_option_overrides, applied over the plugin's defaults;
+   * true/false become bools, integers ints, the rest strings. */
+  const char *xla_flags;
 } tpu_pjrt_compile_options_t;
 
 /* Compiles StableHLO text (MLIR).  A malformed program returns

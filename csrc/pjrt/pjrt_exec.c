@@ -6,6 +6,9 @@
  * length-prefixed):
  *   CompileOptionsProto        3: executable_build_options (msg)
  *                              4: compile_portable_executable (bool)
+ *                              7: env_option_overrides (map<string,
+ *                                 OptionOverrideProto>: repeated msg
+ *                                 { 1: key, 2: { 1: string | 2: bool | 3: int64 } })
  *   ExecutableBuildOptionsProto 1: device_ordinal (int64; -1 = unset)
  *                              4: num_replicas  5: num_partitions
  *                              9: device_assignment (msg)
@@ -78,8 +81,37 @@ static void pb_msg(tpu_strbuf_t *b, int field, tpu_strbuf_t *m) {
   if (m->len) tpu_strbuf_append(b, m->data, m->len);
 }
 
+static void pb_bytes(tpu_strbuf_t *b, int field, const char *p, size_t n) {
+  pb_varint(b, ((uint64_t)field << 3) | 2);
+  pb_varint(b, n);
+  if (n) tpu_strbuf_append(b, p, n);
+}
+
+/* One override "name=value" (value typed as its text reads). */
+static void pb_override(tpu_strbuf_t *out, const char *kv, size_t n) {
+  const char *eq = memchr(kv, '=', n);
+  if (!eq || eq == kv) return;
+  const char *v = eq + 1;
+  size_t vn = n - (size_t)(v - kv);
+  tpu_strbuf_t entry, val;
+  tpu_strbuf_init(&entry);
+  tpu_strbuf_init(&val);
+  bool is_int = vn > 0 && vn < 19;
+  for (size_t i = 0; i < vn; i++)
+    if (!((v[i] >= '0' && v[i] <= '9') || (i == 0 && v[i] == '-' && vn > 1))) is_int = false;
+  if (vn == 4 && memcmp(v, "true", 4) == 0) pb_int(&val, 2, 1);
+  else if (vn == 5 && memcmp(v, "false", 5) == 0) pb_int(&val, 2, 0);
+  else if (is_int) pb_int(&val, 3, strtoll(v, NULL, 10));
+  else pb_bytes(&val, 1, v, vn);
+  pb_bytes(&entry, 1, kv, (size_t)(eq - kv));
+  pb_msg(&entry, 2, &val);
+  pb_msg(out, 7, &entry);
+  tpu_strbuf_free(&entry);
+  tpu_strbuf_free(&val);
+}
+
 static tpu_status_t pj_encode_options(const tpu_pjrt_client_t *c, int replicas, const int *devs, bool portable,
-                                      tpu_strbuf_t *out) {
+                                      const char *xla_flags, tpu_strbuf_t *out) {
   tpu_strbuf_t ebo, da, cd;
   tpu_strbuf_init(&ebo);
   tpu_strbuf_init(&da);
@@ -96,6 +128,13 @@ static tpu_status_t pj_encode_options(const tpu_pjrt_client_t *c, int replicas, 
   }
   pb_msg(out, 3, &ebo);
   if (portable) pb_int(out, 4, 1);
+  for (const char *p = xla_flags; p && *p;) { /* space-separated name=value */
+    while (*p == ' ') p++;
+    const char *e = p;
+    while (*e && *e != ' ') e++;
+    if (e > p) pb_override(out, p, (size_t)(e - p));
+    p = e;
+  }
   int ok = tpu_strbuf_ok(&ebo) && tpu_strbuf_ok(&da) && tpu_strbuf_ok(&cd) && tpu_strbuf_ok(out);
   tpu_strbuf_free(&ebo);
   tpu_strbuf_free(&da);
@@ -354,7 +393,7 @@ tpu_status_t tpu_pjrt_compile(tpu_pjrt_client_t *client, const char *mlir, size_
   tpu_status_t st = pj_parse_signature(e, mlir, mlir_size);
   tpu_strbuf_t opts;
   tpu_strbuf_init(&opts);
-  if (!st) st = pj_encode_options(client, replicas, e->replica_devices, options->portable, &opts);
+  if (!st) st = pj_encode_options(client, replicas, e->replica_devices, options->portable, options->xla_flags, &opts);
   if (!st) {
     const pj_api_t *api = client->api;
     pj_program_t prog = {.struct_size = sizeof(prog)};

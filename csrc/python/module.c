@@ -42,18 +42,18 @@ PyObject *tpu_py_raise_status(tpu_status_t st) {
 static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"plugin", "num_devices", "mode", "cache_dir", "fused_max_nodes",
                            "mem_max_entries", "mem_max_bytes", "disk_max_entries", "disk_max_bytes",
-                           "device_checks", "donation", "host_memory_cache", NULL};
+                           "device_checks", "donation", "host_memory_cache", "compile_threads", NULL};
   const char *plugin, *cache_dir = NULL;
-  int ndev = 0, mode = 0, fmax = 0, checks = 1, donation = 1, host_cache = 1;
+  int ndev = 0, mode = 0, fmax = 0, checks = 1, donation = 1, host_cache = 1, threads = -1;
   long long me = 0, mb = 0, de = 0, db = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|iiziLLLLppp", kwlist, &plugin, &ndev, &mode, &cache_dir, &fmax,
-                                   &me, &mb, &de, &db, &checks, &donation, &host_cache))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|iiziLLLLpppi", kwlist, &plugin, &ndev, &mode, &cache_dir, &fmax,
+                                   &me, &mb, &de, &db, &checks, &donation, &host_cache, &threads))
     return NULL;
   tpu_rt_config_t cfg = {.plugin_path = plugin, .num_devices = ndev, .mode = (tpu_eager_mode_t)mode,
                          .cache_dir = cache_dir, .fused_max_nodes = fmax, .mem_cache_max_entries = me,
                          .mem_cache_max_bytes = mb, .disk_cache_max_entries = de, .disk_cache_max_bytes = db,
                          .no_device_checks = !checks, .no_donation = !donation,
-                         .no_host_memory_cache = !host_cache};
+                         .no_host_memory_cache = !host_cache, .compile_threads = threads};
   tpu_status_t st = tpu_rt_init(&cfg);
   if (st) return raise_status(st);
   Py_RETURN_NONE;

@@ -26,6 +26,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,11 +45,13 @@ typedef struct tpu_prog {
   uint64_t key;
   tpu_pjrt_exec_t *exec;
   size_t bytes;
+  int pins; /* queued runs of it (tpu_cache_pin): not evicted meanwhile */
   struct tpu_prog *prev, *next; /* LRU: head = most recent */
   struct tpu_prog *hnext;
 } tpu_prog_t;
 
 struct tpu_cache {
+  pthread_mutex_t lock;      /* the tables, the counters and the disk bookkeeping (see cache.h) */
   tpu_pjrt_client_t *client;
   char *dir;                 /* the disk tier's directory; NULL = no disk tier */
   int dirfd;                 /* open descriptor of dir (-1 when none) */
@@ -136,9 +139,12 @@ static void tpu_disk_open(tpu_cache_t *c, const char *dir) {
  * directory, so even another user's file or a symlink can be unlinked; the
  * link itself goes, never its target). */
 static void tpu_disk_refuse(tpu_cache_t *c, const char *name, const char *why) {
+  pthread_mutex_lock(&c->lock);
   c->st.disk_refused++;
-  if (!c->warned_entry) {
-    c->warned_entry = 1;
+  int warn = !c->warned_entry;
+  c->warned_entry = 1;
+  pthread_mutex_unlock(&c->lock);
+  if (warn) {
     fprintf(stderr,
             "torch_tpu: refused program cache entry %s/%s (%s); it is removed and the program recompiled "
             "(warned once)\n",
@@ -161,6 +167,7 @@ tpu_status_t tpu_cache_create(tpu_pjrt_client_t *client, const tpu_cache_config_
   tpu_cache_t *c = (tpu_cache_t *)calloc(1, sizeof(*c));
   if (!c) return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "cache: out of memory");
   c->client = client;
+  pthread_mutex_init(&c->lock, NULL);
   c->cfg = *cfg;
   if (c->cfg.mem_max_entries <= 0) c->cfg.mem_max_entries = 4096;
   if (c->cfg.mem_max_bytes <= 0) c->cfg.mem_max_bytes = (int64_t)2 << 30;
@@ -204,7 +211,9 @@ static void tpu_prog_remove(tpu_cache_t *c, tpu_prog_t *p) {
 }
 
 void tpu_cache_clear(tpu_cache_t *c, int disk_too) {
+  pthread_mutex_lock(&c->lock);
   while (c->head) tpu_prog_remove(c, c->head);
+  pthread_mutex_unlock(&c->lock);
   if (disk_too && c->dir) {
     DIR *d = tpu_disk_opendir(c);
     if (d) {
@@ -224,10 +233,12 @@ void tpu_cache_destroy(tpu_cache_t *c) {
   if (c->dirfd >= 0) close(c->dirfd);
   free(c->dir);
   free(c->refused_msg);
+  pthread_mutex_destroy(&c->lock);
   free(c);
 }
 
 tpu_pjrt_exec_t *tpu_cache_lookup(tpu_cache_t *c, uint64_t key) {
+  pthread_mutex_lock(&c->lock);
   for (tpu_prog_t *p = c->buckets[key & (TPU_CACHE_BUCKETS - 1)]; p; p = p->hnext) {
     if (p->key == key) {
       if (c->head != p) {
@@ -235,10 +246,12 @@ tpu_pjrt_exec_t *tpu_cache_lookup(tpu_cache_t *c, uint64_t key) {
         tpu_lru_push(c, p);
       }
       c->st.mem_hits++;
+      pthread_mutex_unlock(&c->lock);
       return p->exec;
     }
   }
   c->st.mem_misses++;
+  pthread_mutex_unlock(&c->lock);
   return NULL;
 }
 
@@ -257,12 +270,26 @@ static void tpu_mem_insert(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec, 
   tpu_lru_push(c, p);
   c->st.mem_entries++;
   c->st.mem_bytes += (int64_t)bytes;
-  /* evict least recently used, never the one just inserted */
-  while ((c->st.mem_entries > c->cfg.mem_max_entries || c->st.mem_bytes > c->cfg.mem_max_bytes) &&
-         c->tail && c->tail != p) {
-    tpu_prog_remove(c, c->tail);
-    c->st.evictions++;
+  /* evict least recently used, never the one just inserted nor a pinned one */
+  tpu_prog_t *victim = c->tail;
+  while ((c->st.mem_entries > c->cfg.mem_max_entries || c->st.mem_bytes > c->cfg.mem_max_bytes) && victim) {
+    tpu_prog_t *prev = victim->prev;
+    if (victim != p && victim->pins == 0) {
+      tpu_prog_remove(c, victim);
+      c->st.evictions++;
+    }
+    victim = prev;
   }
+}
+
+void tpu_cache_pin(tpu_cache_t *c, uint64_t key, int delta) {
+  pthread_mutex_lock(&c->lock);
+  for (tpu_prog_t *p = c->buckets[key & (TPU_CACHE_BUCKETS - 1)]; p; p = p->hnext)
+    if (p->key == key) {
+      p->pins += delta;
+      break;
+    }
+  pthread_mutex_unlock(&c->lock);
 }
 
 /* ---- disk tier -------------------------------------------------------------- */
@@ -355,7 +382,9 @@ static int tpu_disk_load(tpu_cache_t *c, uint64_t fkey, uint64_t text_hash, tpu_
   }
   free(buf);
   if (!ok) {
+    pthread_mutex_lock(&c->lock);
     c->st.disk_errors++;
+    pthread_mutex_unlock(&c->lock);
     unlinkat(c->dirfd, name, 0);
     return -1;
   }
@@ -448,6 +477,7 @@ static void tpu_disk_store(tpu_cache_t *c, uint64_t fkey, uint64_t text_hash, tp
     if (!ok) unlinkat(c->dirfd, tmp, 0);
   }
   free(payload);
+  pthread_mutex_lock(&c->lock);
   if (ok) {
     c->st.disk_writes++;
     /* the directory is scanned at the first write, then only when the
@@ -460,41 +490,73 @@ static void tpu_disk_store(tpu_cache_t *c, uint64_t fkey, uint64_t text_hash, tp
   } else {
     c->st.disk_errors++;
   }
+  pthread_mutex_unlock(&c->lock);
 }
 
-tpu_status_t tpu_cache_compile(tpu_cache_t *c, uint64_t key, const char *text, size_t text_len,
-                               const tpu_pjrt_compile_options_t *options, tpu_pjrt_exec_t **out_exec) {
+tpu_status_t tpu_cache_build(tpu_cache_t *c, const char *text, size_t text_len,
+                             const tpu_pjrt_compile_options_t *options, tpu_pjrt_exec_t **out_exec,
+                             int *out_from_disk) {
   *out_exec = NULL;
+  *out_from_disk = 0;
   tpu_pjrt_exec_t *exec = NULL;
   uint64_t text_hash = tpu_hash_bytes(TPU_HASH_SEED, text, text_len);
   uint64_t okey = tpu_hash_u64(0, (uint64_t)(options ? options->num_replicas : 0));
   okey = tpu_hash_u64(okey, (uint64_t)(options ? options->portable : 0));
+  if (options && options->xla_flags && *options->xla_flags)
+    okey = tpu_hash_bytes(okey, options->xla_flags, strlen(options->xla_flags));
   /* a replicated program is compiled for its devices, in order */
   for (int i = 0; options && options->device_ids && i < options->num_replicas; i++)
     okey = tpu_hash_u64(okey, (uint64_t)options->device_ids[i]);
   uint64_t fkey = tpu_hash_u64(tpu_hash_u64(text_hash, c->identity_hash), okey);
-  if (c->refused_msg) { /* warned here, not at create: the plugin's start hides stderr */
-    fprintf(stderr, "%s\n", c->refused_msg);
-    free(c->refused_msg);
-    c->refused_msg = NULL;
+  pthread_mutex_lock(&c->lock);
+  char *refused = c->refused_msg; /* warned here, not at create: the plugin's start hides stderr */
+  c->refused_msg = NULL;
+  pthread_mutex_unlock(&c->lock);
+  if (refused) {
+    fprintf(stderr, "%s\n", refused);
+    free(refused);
   }
   if (c->dir) {
     int r = tpu_disk_load(c, fkey, text_hash, &exec);
+    pthread_mutex_lock(&c->lock);
     if (r == 1) c->st.disk_hits++;
     else c->st.disk_misses++;
+    pthread_mutex_unlock(&c->lock);
   }
-  if (!exec) {
+  if (exec) {
+    *out_from_disk = 1;
+  } else {
     double t0 = tpu_clock_now();
     TPU_PROPAGATE(tpu_pjrt_compile(c->client, text, text_len, options, &exec));
-    c->st.compile_seconds += tpu_clock_now() - t0;
+    double dt = tpu_clock_now() - t0;
+    pthread_mutex_lock(&c->lock);
+    c->st.compile_seconds += dt;
     c->st.compiles++;
+    pthread_mutex_unlock(&c->lock);
     if (c->dir) tpu_disk_store(c, fkey, text_hash, exec);
   }
-  size_t bytes = tpu_pjrt_exec_code_size(exec);
-  if (!bytes) bytes = text_len;
-  tpu_mem_insert(c, key, exec, bytes);
   *out_exec = exec;
   return NULL;
 }
 
-void tpu_cache_get_stats(tpu_cache_t *c, tpu_cache_stats_t *out) { *out = c->st; }
+void tpu_cache_insert(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec, size_t text_len) {
+  size_t bytes = tpu_pjrt_exec_code_size(exec);
+  if (!bytes) bytes = text_len;
+  pthread_mutex_lock(&c->lock);
+  tpu_mem_insert(c, key, exec, bytes);
+  pthread_mutex_unlock(&c->lock);
+}
+
+tpu_status_t tpu_cache_compile(tpu_cache_t *c, uint64_t key, const char *text, size_t text_len,
+                               const tpu_pjrt_compile_options_t *options, tpu_pjrt_exec_t **out_exec) {
+  int from_disk;
+  TPU_PROPAGATE(tpu_cache_build(c, text, text_len, options, out_exec, &from_disk));
+  tpu_cache_insert(c, key, *out_exec, text_len);
+  return NULL;
+}
+
+void tpu_cache_get_stats(tpu_cache_t *c, tpu_cache_stats_t *out) {
+  pthread_mutex_lock(&c->lock);
+  *out = c->st;
+  pthread_mutex_unlock(&c->lock);
+}

@@ -3,7 +3,9 @@
  * keyed by program text + plugin identity + compile options; atomic writes;
  * corrupt or foreign files are ignored and replaced; LRU by mtime; a
  * directory or entry that another user could have written is refused).
- * Not thread-safe by itself: the runtime lock covers it.
+ * Thread-safe: its tables and counters have a lock of their own, held for
+ * none of the slow parts (compiling, reading and writing files), so
+ * tpu_cache_build runs on a compile worker while the runtime records.
  */
 #ifndef TPU_RUNTIME_CACHE_H_
 #define TPU_RUNTIME_CACHE_H_
@@ -39,6 +41,16 @@ tpu_pjrt_exec_t *tpu_cache_lookup(tpu_cache_t *cache, uint64_t key);
  * inserts it under `key`. */
 tpu_status_t tpu_cache_compile(tpu_cache_t *cache, uint64_t key, const char *text, size_t text_len,
                                const tpu_pjrt_compile_options_t *options, tpu_pjrt_exec_t **out_exec);
+/* The two halves of tpu_cache_compile: build loads `text` from the disk tier
+ * or compiles it (and stores it there), returning an executable the caller
+ * owns (*out_from_disk: where it came from); insert hands it to the memory
+ * tier under `key` (the cache owns it then, until evicted). */
+tpu_status_t tpu_cache_build(tpu_cache_t *cache, const char *text, size_t text_len,
+                             const tpu_pjrt_compile_options_t *options, tpu_pjrt_exec_t **out_exec,
+                             int *out_from_disk);
+void tpu_cache_insert(tpu_cache_t *cache, uint64_t key, tpu_pjrt_exec_t *exec, size_t text_len);
+/* A pinned program (pins > 0) is never evicted: a run of it is queued. */
+void tpu_cache_pin(tpu_cache_t *cache, uint64_t key, int delta);
 void tpu_cache_clear(tpu_cache_t *cache, int disk_too);
 void tpu_cache_get_stats(tpu_cache_t *cache, tpu_cache_stats_t *out);
 

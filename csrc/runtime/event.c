@@ -82,6 +82,13 @@ tpu_status_t tpu_work_wait_all(void) {
   return st;
 }
 
+void tpu_work_fail(tpu_status_t st) {
+  pthread_mutex_lock(&W.lock);
+  if (!W.error) W.error = st;
+  else tpu_status_free(st);
+  pthread_mutex_unlock(&W.lock);
+}
+
 int64_t tpu_work_in_flight(void) {
   pthread_mutex_lock(&W.lock);
   int64_t n = (int64_t)(W.issued - W.done_upto);

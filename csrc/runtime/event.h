@@ -48,6 +48,9 @@ void tpu_work_done(tpu_status_t st, void *arg);
 /* Waits until every piece issued so far has finished; returns (and clears)
  * the first asynchronous failure. */
 tpu_status_t tpu_work_wait_all(void);
+/* Keeps a failure of work that never ran (a queued program whose compile
+ * failed) for the next tpu_work_wait_all, as an asynchronous failure. */
+void tpu_work_fail(tpu_status_t st /* moved in */);
 /* Pieces issued and not yet finished (for tests and stats). */
 int64_t tpu_work_in_flight(void);
 /* In a child process after fork(): the parent's work never completes here;

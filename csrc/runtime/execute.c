@@ -168,6 +168,82 @@ void err_shutdown(void) {
  * copy it saves is large (KV caches, parameters, optimizer state). */
 enum { DONATE_MIN_NUMEL = 1 << 16 };
 
+/* Runs `exec` (the program of `key`) on device dev: inputs[i]'s buffer is
+ * argument i (the device's error state one more when nchecks), outs[i]
+ * receives result i; input i is donated where alias[i] >= 0.  The outputs
+ * become materialised values (their launch, if any, cleared). */
+tpu_status_t run_program(int dev, tpu_pjrt_exec_t *exec, uint64_t key, tpu_rt_cut_t why, tpu_value_t *const *inputs,
+                         int ninputs, tpu_value_t *const *outs, int nlive, const int *alias, int nchecks) {
+  enum { SMALL = 16 };
+  tpu_pjrt_buffer_t *err_in = NULL;
+  if (nchecks) TPU_PROPAGATE(err_state_buffer(dev, &err_in));
+  tpu_pjrt_buffer_t *small_args[SMALL + 1], *small_outs[SMALL + 1];
+  tpu_pjrt_buffer_t **args = ninputs <= SMALL ? small_args
+                             : (tpu_pjrt_buffer_t **)malloc(sizeof(void *) * (size_t)(ninputs + 1));
+  tpu_pjrt_buffer_t **obuf = nlive <= SMALL ? small_outs
+                             : (tpu_pjrt_buffer_t **)malloc(sizeof(void *) * (size_t)(nlive + 1));
+  tpu_status_t st = NULL;
+  if (!args || !obuf) st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
+  for (int i = 0; !st && i < ninputs; i++) {
+    args[i] = inputs[i]->buffer;
+    if (!args[i])
+      st = tpu_status_make(TPU_FAILED_PRECONDITION, "an input of this program was never computed (%s)",
+                           launch_last_error());
+  }
+  if (!st) {
+    if (nchecks) args[ninputs] = err_in;
+    tpu_pjrt_buffer_t *const *arg_lists[1] = {args};
+    tpu_pjrt_buffer_t **out_lists[1] = {obuf};
+    int64_t out_bytes = 0;
+    for (int i = 0; i < nlive; i++)
+      out_bytes += tpu_hlo_type_numel(&outs[i]->type) * (int64_t)tpu_dtype_size(outs[i]->type.dtype);
+    for (int i = 0; alias && i < ninputs; i++) /* a donated input's memory holds its result */
+      if (alias[i] >= 0) out_bytes -= tpu_hlo_type_numel(&inputs[i]->type) * (int64_t)tpu_dtype_size(inputs[i]->type.dtype);
+    st = memory_check(dev, out_bytes, "running a program");
+    if (!st) {
+      for (int i = 0; alias && i < ninputs; i++)
+        if (alias[i] >= 0) tpu_pjrt_buffer_donate(args[i]);
+      uint64_t seq = tpu_work_issue();
+      metrics_executed(key, seq, why, tpu_clock_now());
+      tpu_pjrt_execute_options_t eo = {.device = dev, .non_donatable = NULL, .num_non_donatable = 0,
+                                       .wait = R.mode == TPU_MODE_DEBUG,
+                                       .on_done = tpu_work_done, .on_done_arg = (void *)(uintptr_t)seq};
+      st = tpu_pjrt_execute(exec, arg_lists, 1, (size_t)ninputs + (nchecks ? 1 : 0), &eo, out_lists);
+      R.executions++;
+      /* waited (debug) or failed before running: this piece is done now */
+      if (st || R.mode == TPU_MODE_DEBUG) tpu_work_done(NULL, (void *)(uintptr_t)seq);
+    }
+    if (!st) {
+      for (int i = 0; i < nlive; i++) {
+        outs[i]->buffer = obuf[i];
+        outs[i]->node = -1;
+        outs[i]->launch = NULL;
+      }
+      /* ---- device-side checks: the new state; debug mode reports at the op ---- */
+      if (nchecks) {
+        err_state_advance(dev, obuf[nlive]);
+        if (R.mode == TPU_MODE_DEBUG) st = err_check_locked(dev);
+      }
+    }
+  }
+  if (args && args != small_args) free(args);
+  if (obuf && obuf != small_outs) free(obuf);
+  return st;
+}
+
+/* XLA options for a program (tpu_pjrt_compile_options_t.xla_flags): the
+ * user's (TORCH_TPU_XLA_FLAGS, read once). */
+static const char *compile_flags(const tpu_graph_t *g) {
+  (void)g;
+  static int read;
+  static const char *user;
+  if (!read) {
+    user = getenv("TORCH_TPU_XLA_FLAGS");
+    read = 1;
+  }
+  return user;
+}
+
 tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
   if (R.forked) return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_FORKED_MSG);
   if (g->nnodes == 0) {
@@ -176,17 +252,20 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
   }
   R.block_mark = R.ops_recorded; /* a block's size counts from here (tpu_rt_flush_block) */
   /* live outputs: referenced by anything besides the graph.  The lists
-   * (and the argument / output arrays below) live on the stack for the
-   * small graphs strict mode flushes per op; the heap takes larger ones. */
+   * (and the value arrays below) live on the stack for the small graphs
+   * strict mode flushes per op; the heap takes larger ones. */
   enum { SMALL = 16 };
   int small_node[SMALL], small_out[SMALL], small_alias[SMALL], *alias = NULL;
+  tpu_value_t *small_vals[SMALL];
   int cap = 0, nlive = 0;
   for (int n = 0; n < g->nnodes; n++) cap += g->nodes[n].nout;
   int *live_node = cap <= SMALL ? small_node : (int *)malloc(sizeof(int) * (size_t)cap);
   int *live_out = cap <= SMALL ? small_out : (int *)malloc(sizeof(int) * (size_t)cap);
-  if (!live_node || !live_out) {
+  tpu_value_t **outs = cap <= SMALL ? small_vals : (tpu_value_t **)malloc(sizeof(void *) * (size_t)cap);
+  if (!live_node || !live_out || !outs) {
     if (live_node != small_node) free(live_node);
     if (live_out != small_out) free(live_out);
+    if (outs != small_vals) free(outs);
     graph_discard(g);
     return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
   }
@@ -196,6 +275,7 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
       if (g->nodes[n].outs[o]->refs > 1) {
         live_node[nlive] = n;
         live_out[nlive] = o;
+        outs[nlive] = g->nodes[n].outs[o];
         nlive++;
         key = tpu_hash_u64(key, (uint64_t)TPU_REF_NODE(n, o));
       }
@@ -209,11 +289,6 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
   for (int n = 0; n < g->nnodes; n++) nchecks += g->nodes[n].nchecks;
   if (nchecks) key = tpu_hash_u64(key, 0xC4EC000000000000ULL + (uint64_t)nchecks);
   int dev = g->device;
-  tpu_pjrt_buffer_t *err_in = NULL;
-  if (nchecks) {
-    st = err_state_buffer(dev, &err_in);
-    if (st) goto done;
-  }
   /* ---- donation: an input nothing but this graph holds any more (the old
    * value of a storage written in place: an in-place op, an optimizer
    * update, a KV cache write) is donated to a live output of its type, so
@@ -223,7 +298,11 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
     unsigned char *taken = NULL; /* outputs already aliased */
     for (int i = 0; i < g->ninputs; i++) {
       tpu_value_t *in = g->inputs[i];
-      if (in->refs != 1 || !in->buffer || tpu_hlo_type_numel(&in->type) < DONATE_MIN_NUMEL) continue;
+      /* held by this graph alone (an input in flight is also held by the
+       * launch that makes it, which runs first: launch.c) */
+      int holders = in->refs - (in->launch ? 1 : 0);
+      if (holders != 1 || (!in->buffer && !in->launch) || tpu_hlo_type_numel(&in->type) < DONATE_MIN_NUMEL)
+        continue;
       if (!alias) {
         alias = g->ninputs <= SMALL ? small_alias : (int *)malloc(sizeof(int) * (size_t)g->ninputs);
         taken = (unsigned char *)calloc((size_t)nlive, 1);
@@ -231,7 +310,7 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
         for (int k = 0; k < g->ninputs; k++) alias[k] = -1;
       }
       for (int k = 0; k < nlive; k++) {
-        if (taken[k] || !tpu_hlo_type_equal(&g->nodes[live_node[k]].outs[live_out[k]]->type, &in->type)) continue;
+        if (taken[k] || !tpu_hlo_type_equal(&outs[k]->type, &in->type)) continue;
         alias[i] = k;
         taken[k] = 1;
         key = tpu_hash_u64(tpu_hash_u64(key, 0xD0A7E000ULL + (uint64_t)i), (uint64_t)k);
@@ -244,86 +323,50 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
     }
     free(taken);
   }
-  tpu_pjrt_exec_t *exec = tpu_cache_lookup(R.cache, key);
-  if (!exec) {
-    tpu_hlo_module_t *m = NULL;
-    const char *text;
-    size_t len;
+  bool async = launch_async();
+  if (!async) launch_wait_all(-1); /* debug mode, or no workers: nothing may stay queued */
+  /* a compile of this program under way: join it (no lookup, no miss counted) */
+  tpu_pjrt_exec_t *exec = launch_compiling(key) ? NULL : tpu_cache_lookup(R.cache, key);
+  if (exec && launch_queue_empty(dev)) {
+    st = run_program(dev, exec, key, why, g->inputs, g->ninputs, outs, nlive, alias, nchecks);
+    goto done;
+  }
+  /* The program must be compiled (or wait behind programs that are): built
+   * now, while the graph exists, unless a compile of it is under way. */
+  tpu_hlo_module_t *m = NULL;
+  const char *text = NULL;
+  size_t len = 0;
+  tpu_program_desc_t *desc = NULL;
+  tpu_pjrt_compile_options_t co = {.num_replicas = 1, .num_partitions = 1, .device_ids = NULL, .portable = true,
+                                   .xla_flags = compile_flags(g)};
+  if (!exec && !launch_compiling(key)) {
     st = graph_build_text(g, live_node, live_out, nlive, nchecks, alias, &m, &text, &len);
-    if (!st) {
-      tpu_pjrt_compile_options_t co = {.num_replicas = 1, .num_partitions = 1, .device_ids = NULL, .portable = true};
-      tpu_cache_stats_t before, after;
-      tpu_cache_get_stats(R.cache, &before);
-      double t0 = tpu_clock_now();
-      st = tpu_cache_compile(R.cache, key, text, len, &co, &exec);
-      double seconds = tpu_clock_now() - t0;
-      tpu_cache_get_stats(R.cache, &after);
-      if (!st)
-        metrics_program_made(key, g, live_node, live_out, nlive, nchecks, alias,
-                             after.compiles != before.compiles ? TPU_PROGRAM_COMPILED : TPU_PROGRAM_DISK, seconds);
-      if (st && getenv("TORCH_TPU_DUMP_ON_ERROR")) fprintf(stderr, "%s\n", text);
-      tpu_hlo_module_destroy(m);
-    }
     if (st) goto done;
+    desc = metrics_describe(g, live_node, live_out, nlive, nchecks, alias);
   }
-  {
-    tpu_pjrt_buffer_t *small_args[SMALL + 1], *small_outs[SMALL + 1];
-    tpu_pjrt_buffer_t **args = g->ninputs <= SMALL ? small_args
-                               : (tpu_pjrt_buffer_t **)malloc(sizeof(void *) * (size_t)(g->ninputs + 1));
-    tpu_pjrt_buffer_t **outs = nlive <= SMALL ? small_outs
-                               : (tpu_pjrt_buffer_t **)malloc(sizeof(void *) * (size_t)(nlive + 1));
-    if (!args || !outs) {
-      if (args != small_args) free(args);
-      if (outs != small_outs) free(outs);
-      st = tpu_status_make(TPU_RESOURCE_EXHAUSTED, "out of memory");
-      goto done;
-    }
-    for (int i = 0; i < g->ninputs; i++) args[i] = g->inputs[i]->buffer;
-    if (nchecks) args[g->ninputs] = err_in;
-    tpu_pjrt_buffer_t *const *arg_lists[1] = {args};
-    tpu_pjrt_buffer_t **out_lists[1] = {outs};
-    int device = g->device;
-    int64_t out_bytes = 0;
-    for (int i = 0; i < nlive; i++) {
-      const tpu_hlo_type_t *t = &g->nodes[live_node[i]].outs[live_out[i]]->type;
-      out_bytes += tpu_hlo_type_numel(t) * (int64_t)tpu_dtype_size(t->dtype);
-    }
-    for (int i = 0; alias && i < g->ninputs; i++) /* a donated input's memory holds its result */
-      if (alias[i] >= 0) out_bytes -= tpu_hlo_type_numel(&g->inputs[i]->type) * (int64_t)tpu_dtype_size(g->inputs[i]->type.dtype);
-    st = memory_check(device, out_bytes, g->nodes[live_node[0]].rule->name);
-    uint64_t seq = 0;
+  if (async) {
+    /* the outputs are in flight; the program runs when compiled, in order */
+    st = launch_queue(dev, key, why, exec, text, len, &co, desc, g->inputs, g->ninputs, outs, nlive, alias, nchecks);
+  } else {
+    double t0 = tpu_clock_now();
+    int from_disk = 0;
+    st = tpu_cache_build(R.cache, text, len, &co, &exec, &from_disk);
     if (!st) {
-      for (int i = 0; alias && i < g->ninputs; i++)
-        if (alias[i] >= 0) tpu_pjrt_buffer_donate(args[i]);
-      seq = tpu_work_issue();
-      metrics_executed(key, seq, why, tpu_clock_now());
-      tpu_pjrt_execute_options_t eo = {.device = device, .non_donatable = NULL, .num_non_donatable = 0,
-                                       .wait = R.mode == TPU_MODE_DEBUG,
-                                       .on_done = tpu_work_done, .on_done_arg = (void *)(uintptr_t)seq};
-      st = tpu_pjrt_execute(exec, arg_lists, 1, (size_t)g->ninputs + (nchecks ? 1 : 0), &eo, out_lists);
-      R.executions++;
-      /* waited (debug) or failed before running: this piece is done now */
-      if (st || R.mode == TPU_MODE_DEBUG) tpu_work_done(NULL, (void *)(uintptr_t)seq);
+      metrics_program_made(key, desc, from_disk ? TPU_PROGRAM_DISK : TPU_PROGRAM_COMPILED, tpu_clock_now() - t0);
+      desc = NULL;
+      tpu_cache_insert(R.cache, key, exec, len);
+      st = run_program(dev, exec, key, why, g->inputs, g->ninputs, outs, nlive, alias, nchecks);
+    } else if (getenv("TORCH_TPU_DUMP_ON_ERROR")) {
+      fprintf(stderr, "%s\n", text);
     }
-    if (!st) {
-      for (int i = 0; i < nlive; i++) {
-        tpu_value_t *v = g->nodes[live_node[i]].outs[live_out[i]];
-        v->buffer = outs[i];
-        v->node = -1;
-      }
-      /* ---- device-side checks: the new state; debug mode reports at the op ---- */
-      if (nchecks) {
-        err_state_advance(dev, outs[nlive]);
-        if (R.mode == TPU_MODE_DEBUG) st = err_check_locked(dev);
-      }
-    }
-    if (args != small_args) free(args);
-    if (outs != small_outs) free(outs);
+    metrics_desc_free(desc);
   }
+  if (m) tpu_hlo_module_destroy(m);
 done:
   if (alias != small_alias) free(alias);
   if (live_node != small_node) free(live_node);
   if (live_out != small_out) free(live_out);
+  if (outs != small_vals) free(outs);
   graph_discard(g);
   return st;
 }
@@ -371,6 +414,7 @@ tpu_status_t tpu_rt_flush_device(int device) {
   LOCK();
   tpu_status_t st = device >= 0 && device < TPU_PJRT_MAX_DEVICES && R.graphs[device].ready
                         ? graph_flush(&R.graphs[device], TPU_CUT_SYNC) : NULL;
+  if (!st && device >= 0 && device < TPU_PJRT_MAX_DEVICES) launch_wait_all(device); /* issued, not only queued */
   UNLOCK();
   return st;
 }
@@ -406,6 +450,7 @@ tpu_status_t tpu_rt_synchronize(void) {
   if (R.forked) return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_FORKED_MSG);
   LOCK();
   tpu_status_t st = flush_all(TPU_CUT_SYNC);
+  launch_wait_all(-1); /* every queued program issued */
   int ndev = RE.ndev;
   UNLOCK();
   /* PJRT has no device-wide barrier: wait for every piece of work issued */

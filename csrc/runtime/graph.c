@@ -73,7 +73,7 @@ void graph_free(tpu_graph_t *g) {
 }
 
 static tpu_status_t graph_ref(tpu_graph_t *g, tpu_value_t *v, tpu_ref_t *out) {
-  if (!v->buffer) {
+  if (!v->buffer && !v->launch) { /* pending here (a value in flight is an input, as a materialised one) */
     if (v->node < 0 || v->node >= g->nnodes || v->device != g->device)
       return tpu_status_make(TPU_FAILED_PRECONDITION,
                              "tensor value was never computed (an earlier error discarded it)");

@@ -30,7 +30,10 @@
 #define CAUSE_MAX 4096
 #define RING 256 /* executions in flight (event.c bounds them at 128) */
 
-typedef struct desc {
+struct tpu_program_desc {
+  char name[128];
+  int ops, ninputs_all;
+  int has_graph; /* the arrays below are filled (not when past DESC_MAX_BYTES) */
   uint64_t structure, head;
   int ninputs, nnodes;
   tpu_hlo_type_t *inputs;
@@ -40,7 +43,8 @@ typedef struct desc {
   int *nints, *nfloats, *attr_at; /* per op: attribute counts and where they start in attrs */
   int64_t *attrs;   /* ints, then the floats' bits */
   size_t bytes;
-} desc_t;
+};
+typedef tpu_program_desc_t desc_t;
 
 typedef struct tpu_prog_rec tpu_prog_rec_t;
 struct tpu_prog_rec {
@@ -203,6 +207,14 @@ static desc_t *desc_make(const tpu_graph_t *g, const int *live_node, const int *
   desc_t *d = (desc_t *)calloc(1, sizeof(*d));
   if (!d) return NULL;
   int n = g->nnodes, ni = g->ninputs;
+  program_name(g, d->name, sizeof(d->name));
+  d->ops = n;
+  d->ninputs_all = ni;
+  pthread_mutex_lock(&M.lock);
+  int full = M.desc_bytes < DESC_MAX_BYTES;
+  pthread_mutex_unlock(&M.lock);
+  if (!full) return d;
+  d->has_graph = 1;
   size_t nattr = 0;
   for (int i = 0; i < n; i++) nattr += (size_t)(g->nodes[i].attrs.nints + g->nodes[i].attrs.nfloats);
   d->ninputs = ni;
@@ -218,7 +230,13 @@ static desc_t *desc_make(const tpu_graph_t *g, const int *live_node, const int *
   if (!d->inputs || !d->first_use || !d->rule || !d->rule_name || !d->nints || !d->nfloats || !d->attr_at ||
       !d->attrs) {
     desc_free(d);
-    return NULL;
+    d = (desc_t *)calloc(1, sizeof(*d)); /* the name and size only */
+    if (d) {
+      program_name(g, d->name, sizeof(d->name));
+      d->ops = n;
+      d->ninputs_all = ni;
+    }
+    return d;
   }
   d->bytes = sizeof(*d) + (sizeof(tpu_hlo_type_t) + sizeof(int)) * (size_t)ni +
              (4 * sizeof(int) + sizeof(char *)) * (size_t)n + sizeof(int64_t) * nattr;
@@ -407,9 +425,14 @@ static void cause_count(uint64_t key, const char *text) {
                     "torch.tpu.metrics())\n", text);
 }
 
-void metrics_program_made(uint64_t key, const tpu_graph_t *g, const int *live_node, const int *live_out,
-                                     int nlive, int nchecks, const int *alias, tpu_rt_program_source_t source,
-                                     double seconds) {
+tpu_program_desc_t *metrics_describe(const tpu_graph_t *g, const int *live_node, const int *live_out, int nlive,
+                                     int nchecks, const int *alias) {
+  return desc_make(g, live_node, live_out, nlive, nchecks, alias);
+}
+
+void metrics_desc_free(tpu_program_desc_t *d) { desc_free(d); }
+
+void metrics_program_made(uint64_t key, tpu_program_desc_t *d, tpu_rt_program_source_t source, double seconds) {
   pthread_mutex_lock(&M.lock);
   if (source == TPU_PROGRAM_COMPILED) {
     M.m.compiles++;
@@ -419,7 +442,7 @@ void metrics_program_made(uint64_t key, const tpu_graph_t *g, const int *live_no
     M.m.disk_load_seconds += seconds;
   }
   tpu_prog_rec_t *r = find_locked(key); /* compiled again after an eviction */
-  if (!r && M.nrecs < PROG_MAX) {
+  if (!r && d && M.nrecs < PROG_MAX) {
     if (M.nrecs == M.cap) {
       int cap = M.cap ? M.cap * 2 : 256;
       tpu_prog_rec_t **n = (tpu_prog_rec_t **)realloc(M.recs, sizeof(*n) * (size_t)cap);
@@ -431,9 +454,9 @@ void metrics_program_made(uint64_t key, const tpu_graph_t *g, const int *live_no
     if (M.nrecs < M.cap) r = (tpu_prog_rec_t *)calloc(1, sizeof(*r));
     if (r) {
       r->info.key = key;
-      program_name(g, r->info.name, sizeof(r->info.name));
-      r->info.ops = g->nnodes;
-      r->info.inputs = g->ninputs;
+      snprintf(r->info.name, sizeof(r->info.name), "%s", d->name);
+      r->info.ops = d->ops;
+      r->info.inputs = d->ninputs_all;
       r->hnext = M.by_key[key % PROG_BUCKETS];
       M.by_key[key % PROG_BUCKETS] = r;
       M.recs[M.nrecs++] = r;
@@ -443,15 +466,14 @@ void metrics_program_made(uint64_t key, const tpu_graph_t *g, const int *live_no
     r->info.source = source;
     r->info.seconds += seconds;
   }
-  desc_t *d = M.desc_bytes < DESC_MAX_BYTES ? desc_make(g, live_node, live_out, nlive, nchecks, alias) : NULL;
-  if (d) {
+  if (d && d->has_graph) {
     char text[256];
     diff_t df = {text, sizeof(text), 0, 0, 0, 0};
     text[0] = 0;
     if (find_cause(d, &df)) {
       M.m.recompiles++;
       char msg[448];
-      const char *name = r ? r->info.name : "?";
+      const char *name = d->name;
       snprintf(msg, sizeof(msg), "%s: %s%s", name, text, df.total > df.shown ? "; ..." : "");
       if (r) {
         r->info.recompile = 1;
@@ -459,22 +481,22 @@ void metrics_program_made(uint64_t key, const tpu_graph_t *g, const int *live_no
       }
       cause_count(tpu_hash_bytes(df.key, name, strlen(name)), msg);
     }
-    if (r && !r->d) {
-      r->d = d;
-      M.desc_bytes += d->bytes;
-      r->snext = M.by_structure[d->structure % PROG_BUCKETS];
-      M.by_structure[d->structure % PROG_BUCKETS] = r;
-      r->headnext = M.by_head[d->head % PROG_BUCKETS];
-      M.by_head[d->head % PROG_BUCKETS] = r;
-    } else {
-      desc_free(d);
-    }
   }
   if (M.log & TPU_LOG_COMPILES)
     fprintf(stderr, "torch_tpu %s: %s [%d ops, %d inputs] in %.1f ms%s%s\n",
-            source == TPU_PROGRAM_COMPILED ? "compiled" : "loaded from disk", r ? r->info.name : "?", g->nnodes,
-            g->ninputs, seconds * 1e3, r && r->info.recompile ? ", recompile: " : "",
+            source == TPU_PROGRAM_COMPILED ? "compiled" : "loaded from disk", d ? d->name : "?", d ? d->ops : 0,
+            d ? d->ninputs_all : 0, seconds * 1e3, r && r->info.recompile ? ", recompile: " : "",
             r && r->info.recompile ? r->info.cause : "");
+  if (d && d->has_graph && r && !r->d) {
+    r->d = d;
+    M.desc_bytes += d->bytes;
+    r->snext = M.by_structure[d->structure % PROG_BUCKETS];
+    M.by_structure[d->structure % PROG_BUCKETS] = r;
+    r->headnext = M.by_head[d->head % PROG_BUCKETS];
+    M.by_head[d->head % PROG_BUCKETS] = r;
+  } else {
+    desc_free(d);
+  }
   pthread_mutex_unlock(&M.lock);
 }
 

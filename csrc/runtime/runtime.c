@@ -69,6 +69,7 @@ tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
   R.fused_max_nodes = cfg->fused_max_nodes > 0 ? cfg->fused_max_nodes : 8192;
   R.no_device_checks = cfg->no_device_checks;
   R.no_donation = cfg->no_donation;
+  launch_start(cfg->compile_threads);
   bool cpu = !strcmp(tpu_pjrt_client_platform(R.client), "cpu");
   tpu_op_set_target_cpu(cpu);
   if (!cfg->no_host_memory_cache && cpu) host_memory_cache_start();
@@ -87,6 +88,7 @@ void tpu_rt_shutdown(void) {
     return;
   }
   for (int d = 0; d < TPU_PJRT_MAX_DEVICES; d++) graph_discard_if_ready(d);
+  launch_shutdown(); /* what is queued runs, the workers stop */
   tpu_status_free(tpu_work_wait_all());
   err_shutdown();
   scalars_clear();
@@ -111,6 +113,7 @@ tpu_eager_mode_t tpu_rt_mode(void) { return R.mode; }
 tpu_status_t tpu_rt_set_mode(tpu_eager_mode_t mode) {
   LOCK();
   tpu_status_t st = flush_all(TPU_CUT_OTHER);
+  if (!st && mode == TPU_MODE_DEBUG) launch_wait_all(-1); /* debug mode compiles at the op: nothing queued */
   if (!st) R.mode = mode;
   UNLOCK();
   return st;
@@ -152,6 +155,7 @@ void tpu_rt_stats(tpu_rt_stats_t *out) {
 
 void tpu_rt_clear_cache(bool disk_too) {
   LOCK();
+  launch_wait_all(-1); /* queued runs hold programs of the cache */
   if (R.cache) tpu_cache_clear(R.cache, disk_too);
   UNLOCK();
 }

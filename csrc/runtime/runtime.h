@@ -88,6 +88,8 @@ typedef struct tpu_rt_config {
                                      then copy the whole buffer; to measure donation) */
   int no_host_memory_cache;       /* CPU plugin: 1 = leave the C library's malloc as it is
                                      (see tpu_rt_empty_cache) */
+  int compile_threads;            /* compile workers (launch.c): 0 = compile on the caller's thread,
+                                     -1 = 2 where there are 2 cores, else 1 */
 } tpu_rt_config_t;
 
 typedef struct tpu_rt_stats {

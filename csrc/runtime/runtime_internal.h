@@ -31,11 +31,15 @@
 
 /* ---- values and storages ------------------------------------------------------ */
 
+typedef struct tpu_launch tpu_launch_t;
+typedef struct tpu_program_desc tpu_program_desc_t; /* metrics.c */
+
 struct tpu_value {
   int refs;
   tpu_hlo_type_t type;
   int device;
   tpu_pjrt_buffer_t *buffer; /* materialised */
+  tpu_launch_t *launch;      /* in flight: its program waits in a queue (launch.c) */
   int node;                  /* pending: producing node in its device's graph; -1 otherwise */
   int out_index;
   uint64_t in_epoch; /* graph-input dedupe */
@@ -155,6 +159,37 @@ void sigs_free(void);
 /* Runs g as one program; `why` is what cut it there (metrics.h). */
 tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why);
 tpu_status_t flush_all(tpu_rt_cut_t why);
+/* Runs `exec`, the program of `key`, on dev now: inputs[i]'s buffer is
+ * argument i (plus the device's error state when nchecks), outs[i] gets
+ * result i (materialised), input i is donated to result alias[i] >= 0. */
+tpu_status_t run_program(int dev, tpu_pjrt_exec_t *exec, uint64_t key, tpu_rt_cut_t why, tpu_value_t *const *inputs,
+                         int ninputs, tpu_value_t *const *outs, int nlive, const int *alias, int nchecks);
+
+/* ---- launches (launch.c): programs waiting for their compile, in order ----------------- */
+/* Compiles go to workers (strict and fused mode, with workers started). */
+bool launch_async(void);
+bool launch_queue_empty(int dev);
+/* A compile of `key` is under way (a launch joins it instead of building). */
+bool launch_compiling(uint64_t key);
+/* Queues a run of the program of `key` on dev behind the device's queue:
+ * `cached` is its executable if the memory tier has it, else text (len
+ * bytes, with options co and desc for metrics, moved in) is compiled, or a
+ * compile of key under way is joined (text NULL).  The outputs are in
+ * flight until it runs. */
+tpu_status_t launch_queue(int dev, uint64_t key, tpu_rt_cut_t why, tpu_pjrt_exec_t *cached, const char *text,
+                          size_t len, const tpu_pjrt_compile_options_t *co, tpu_program_desc_t *desc,
+                          tpu_value_t *const *inputs, int ninputs, tpu_value_t *const *outs, int nlive,
+                          const int *alias, int nchecks);
+/* Waits until v is materialised (its launch ran); an error if it failed. */
+tpu_status_t value_wait(tpu_value_t *v);
+/* Waits until device dev's queue (every device's: -1) is empty. */
+void launch_wait_all(int dev);
+/* The message of the last failed launch (for reads of its outputs). */
+const char *launch_last_error(void);
+/* The workers: nthreads (-1: 2 where there are 2 cores, else 1; 0: none,
+ * every compile on the caller's thread).  shutdown waits for the queues. */
+void launch_start(int nthreads);
+void launch_shutdown(void);
 tpu_status_t maybe_flush_after_op(tpu_graph_t *g);
 /* device-side checks (execute.c): the device's state as an argument, and
  * the new state after a program; read at host waits. */
@@ -189,11 +224,18 @@ typedef enum tpu_metrics_transfer {
   TPU_XFER_TO_HOST,
   TPU_XFER_DEVICE_COPY,
 } tpu_metrics_transfer_t;
-/* A program was compiled (or loaded from the disk tier) for graph g under
- * `key`, with the live set, checks and donations graph_flush chose: its
- * record, its descriptor, and its cause if it recompiles an earlier one. */
-void metrics_program_made(uint64_t key, const tpu_graph_t *g, const int *live_node, const int *live_out, int nlive,
-                          int nchecks, const int *alias, tpu_rt_program_source_t source, double seconds);
+/* What metrics keeps of a program's graph (its name, size and, within a
+ * budget, the descriptor recompiles are told from): made from the graph
+ * with the live set, checks and donations graph_flush chose, while the
+ * graph exists; handed to metrics_program_made once the program is
+ * compiled or loaded (which takes it), or freed. */
+tpu_program_desc_t *metrics_describe(const tpu_graph_t *g, const int *live_node, const int *live_out, int nlive,
+                                     int nchecks, const int *alias);
+void metrics_desc_free(tpu_program_desc_t *d);
+/* A program was compiled (or loaded from the disk tier) under `key`: its
+ * record, and its cause if it recompiles an earlier one.  Any thread. */
+void metrics_program_made(uint64_t key, tpu_program_desc_t *d /* moved in */, tpu_rt_program_source_t source,
+                          double seconds);
 /* The program of `key` was issued as work `seq` at time `issued`. */
 void metrics_executed(uint64_t key, uint64_t seq, tpu_rt_cut_t cut, double issued);
 void metrics_work_done(uint64_t seq, double t); /* event.c: work seq finished at t */

@@ -76,12 +76,14 @@ def test_fused_cuts_after_each_layer_of_a_stack_and_compiles_one_layer(seq):
     with torch.tpu.eager_mode("fused"):
         s0 = torch.tpu.cache_stats()
         out = tpu(x.to("tpu"))
+        torch.tpu.synchronize()  # programs run once compiled (compile workers): count them after
         s1 = torch.tpu.cache_stats()
         out.sum().backward()
         got = out.cpu()
-    # six runs: the input projection with layer 1, then layers 2..6, one program
-    assert s1["executions"] - s0["executions"] == 6, (s0, s1)
-    assert s1["mem_misses"] - s0["mem_misses"] <= 2, (s0, s1)
+    # six runs: the input projection with layer 1, then layers 2..6, one
+    # program; the seventh is the output projection synchronize ran
+    assert s1["executions"] - s0["executions"] == 7, (s0, s1)
+    assert s1["mem_misses"] - s0["mem_misses"] <= 3, (s0, s1)
     ref = cpu(x)
     ref.sum().backward()
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
