@@ -57,7 +57,6 @@ void graph_discard(tpu_graph_t *g) {
   for (int i = 0; i < g->ninputs; i++) value_release(g->inputs[i]);
   g->nnodes = 0;
   g->ninputs = 0;
-  g->nscalars = 0;
   g->hash = TPU_HASH_SEED;
   g->epoch++;
   if (g->ready) tpu_arena_reset(&g->arena);
@@ -72,18 +71,8 @@ void graph_free(tpu_graph_t *g) {
   memset(g, 0, sizeof(*g));
 }
 
-static tpu_status_t graph_ref(tpu_graph_t *g, tpu_value_t *v, tpu_ref_t *out) {
-  if (!v->buffer && !v->launch) { /* pending here (a value in flight is an input, as a materialised one) */
-    if (v->node < 0 || v->node >= g->nnodes || v->device != g->device)
-      return tpu_status_make(TPU_FAILED_PRECONDITION,
-                             "tensor value was never computed (an earlier error discarded it)");
-    *out = TPU_REF_NODE(v->node, v->out_index);
-    return NULL;
-  }
-  if (v->in_epoch == g->epoch) {
-    *out = TPU_REF_INPUT(v->in_index);
-    return NULL;
-  }
+/* Appends v as a new input of g (retained), whether or not it is one already. */
+static tpu_status_t graph_new_input(tpu_graph_t *g, tpu_value_t *v, tpu_ref_t *out) {
   if (g->ninputs == g->cap_inputs) {
     int cap = g->cap_inputs ? g->cap_inputs * 2 : 64;
     tpu_value_t **n = (tpu_value_t **)realloc(g->inputs, sizeof(*n) * (size_t)cap);
@@ -92,11 +81,26 @@ static tpu_status_t graph_ref(tpu_graph_t *g, tpu_value_t *v, tpu_ref_t *out) {
     g->cap_inputs = cap;
   }
   value_retain(v);
-  v->in_epoch = g->epoch;
-  v->in_index = g->ninputs;
   g->inputs[g->ninputs++] = v;
   g->hash = hash_type(tpu_hash_u64(g->hash, 0x1A), &v->type);
-  *out = TPU_REF_INPUT(v->in_index);
+  *out = TPU_REF_INPUT(g->ninputs - 1);
+  return NULL;
+}
+
+static tpu_status_t graph_ref(tpu_graph_t *g, tpu_value_t *v, tpu_ref_t *out) {
+  if (!v->buffer && !v->launch) { /* pending here (a value in flight is an input, as a materialised one) */
+    if (v->node < 0 || v->node >= g->nnodes || v->device != g->device)
+      return tpu_status_make(TPU_FAILED_PRECONDITION, "tensor value was never computed (%s)", launch_last_error());
+    *out = TPU_REF_NODE(v->node, v->out_index);
+    return NULL;
+  }
+  if (v->in_epoch == g->epoch) {
+    *out = TPU_REF_INPUT(v->in_index);
+    return NULL;
+  }
+  TPU_PROPAGATE(graph_new_input(g, v, out));
+  v->in_epoch = g->epoch;
+  v->in_index = g->ninputs - 1;
   return NULL;
 }
 
@@ -281,28 +285,14 @@ tpu_status_t storage_ref(tpu_graph_t *g, tpu_storage_t *s, tpu_dtype_t dtype, tp
 
 tpu_status_t input_ref(tpu_graph_t *g, const tpu_rt_input_t *in, tpu_ref_t *out) {
   if (!in->storage) {
-    /* the same scalar used twice in one graph is one input, whatever the
-     * scalar cache holds: the program's structure must not depend on it */
-    uint64_t key = tpu_hash_u64(tpu_hash_u64(0x5ca1a, (uint64_t)in->scalar_dtype), (uint64_t)in->scalar_i);
-    double f = in->scalar_f;
-    uint64_t fb;
-    memcpy(&fb, &f, 8);
-    key = tpu_hash_u64(key, fb);
-    for (int i = 0; i < g->nscalars; i++) {
-      if (g->scalar_keys[i] == key) {
-        *out = TPU_REF_INPUT(g->scalar_inputs[i]);
-        return NULL;
-      }
-    }
+    /* every use of a number is an input of its own, whatever its value and
+     * whatever the scalar cache holds: two numbers that happen to be equal
+     * (a view's offset and a constant, at one step of a loop) never make
+     * another program */
     tpu_value_t *v = NULL;
     TPU_PROPAGATE(scalar_value(in, g->device, &v));
-    tpu_status_t st = graph_ref(g, v, out);
+    tpu_status_t st = graph_new_input(g, v, out);
     value_release(v);
-    if (!st && g->nscalars < TPU_GRAPH_SCALARS) {
-      g->scalar_keys[g->nscalars] = key;
-      g->scalar_inputs[g->nscalars] = -*out - 1;
-      g->nscalars++;
-    }
     return st;
   }
   tpu_storage_t *s = in->storage;

@@ -35,10 +35,14 @@ struct tpu_program_desc {
   int ops, ninputs_all;
   int has_graph; /* the arrays below are filled (not when past DESC_MAX_BYTES) */
   uint64_t structure, head;
+  uint64_t kept, donated;  /* hashes of the results kept and of the donations */
+  int nkept, ndonated, nchecks;
   int ninputs, nnodes;
   tpu_hlo_type_t *inputs;
   int *first_use;   /* per input: the first op reading it (-1: none) */
   int *rule;        /* per op: registry index (-1: a rule outside it) */
+  uint64_t *wiring; /* per op: a hash of what it reads */
+  int32_t *first_in; /* per op: its first input (a tpu_ref_t) */
   const char **rule_name;
   int *nints, *nfloats, *attr_at; /* per op: attribute counts and where they start in attrs */
   int64_t *attrs;   /* ints, then the floats' bits */
@@ -194,6 +198,8 @@ static void desc_free(desc_t *d) {
   free(d->inputs);
   free(d->first_use);
   free(d->rule);
+  free(d->wiring);
+  free(d->first_in);
   free(d->rule_name);
   free(d->nints);
   free(d->nfloats);
@@ -222,12 +228,14 @@ static desc_t *desc_make(const tpu_graph_t *g, const int *live_node, const int *
   d->inputs = (tpu_hlo_type_t *)malloc(sizeof(tpu_hlo_type_t) * (size_t)(ni + 1));
   d->first_use = (int *)malloc(sizeof(int) * (size_t)(ni + 1));
   d->rule = (int *)malloc(sizeof(int) * (size_t)(n + 1));
+  d->wiring = (uint64_t *)malloc(sizeof(uint64_t) * (size_t)(n + 1));
+  d->first_in = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n + 1));
   d->rule_name = (const char **)malloc(sizeof(char *) * (size_t)(n + 1));
   d->nints = (int *)malloc(sizeof(int) * (size_t)(n + 1));
   d->nfloats = (int *)malloc(sizeof(int) * (size_t)(n + 1));
   d->attr_at = (int *)malloc(sizeof(int) * (size_t)(n + 1));
   d->attrs = (int64_t *)malloc(sizeof(int64_t) * (nattr + 1));
-  if (!d->inputs || !d->first_use || !d->rule || !d->rule_name || !d->nints || !d->nfloats || !d->attr_at ||
+  if (!d->inputs || !d->first_use || !d->rule || !d->wiring || !d->first_in || !d->rule_name || !d->nints || !d->nfloats || !d->attr_at ||
       !d->attrs) {
     desc_free(d);
     d = (desc_t *)calloc(1, sizeof(*d)); /* the name and size only */
@@ -239,7 +247,7 @@ static desc_t *desc_make(const tpu_graph_t *g, const int *live_node, const int *
     return d;
   }
   d->bytes = sizeof(*d) + (sizeof(tpu_hlo_type_t) + sizeof(int)) * (size_t)ni +
-             (4 * sizeof(int) + sizeof(char *)) * (size_t)n + sizeof(int64_t) * nattr;
+             (5 * sizeof(int) + sizeof(char *) + 2 * sizeof(uint64_t)) * (size_t)n + sizeof(int64_t) * nattr;
   for (int i = 0; i < ni; i++) {
     d->inputs[i] = g->inputs[i]->type;
     d->first_use[i] = -1;
@@ -257,17 +265,30 @@ static desc_t *desc_make(const tpu_graph_t *g, const int *live_node, const int *
     for (int k = 0; k < node->attrs.nfloats; k++) memcpy(&d->attrs[at++], &node->attrs.floats[k], 8);
     uint64_t rid = d->rule[i] >= 0 ? (uint64_t)d->rule[i] : (uint64_t)(uintptr_t)node->rule;
     s = tpu_hash_u64(tpu_hash_u64(s, rid), (uint64_t)node->nin);
+    uint64_t w = tpu_hash_u64(TPU_HASH_SEED, (uint64_t)node->nin);
     for (int k = 0; k < node->nin; k++) {
-      s = tpu_hash_u64(s, (uint64_t)(int64_t)node->in[k]);
+      w = tpu_hash_u64(w, (uint64_t)(int64_t)node->in[k]);
       if (node->in[k] < 0 && d->first_use[-node->in[k] - 1] < 0) d->first_use[-node->in[k] - 1] = i;
     }
+    d->wiring[i] = w;
+    d->first_in[i] = node->nin ? node->in[0] : 0;
+    s = tpu_hash_u64(s, w);
     if (i < HEAD_OPS) h = tpu_hash_u64(h, rid);
   }
   s = tpu_hash_u64(s, (uint64_t)ni);
-  for (int i = 0; i < nlive; i++) s = tpu_hash_u64(s, (uint64_t)TPU_REF_NODE(live_node[i], live_out[i]));
-  s = tpu_hash_u64(s, (uint64_t)nchecks);
+  /* the results kept, the donations and the checks differ between
+   * programs of one structure: told apart by the difference */
+  uint64_t kept = TPU_HASH_SEED, donated = TPU_HASH_SEED;
+  for (int i = 0; i < nlive; i++) kept = tpu_hash_u64(kept, (uint64_t)TPU_REF_NODE(live_node[i], live_out[i]));
   for (int i = 0; alias && i < ni; i++)
-    if (alias[i] >= 0) s = tpu_hash_u64(tpu_hash_u64(s, (uint64_t)i), (uint64_t)alias[i]);
+    if (alias[i] >= 0) {
+      donated = tpu_hash_u64(tpu_hash_u64(donated, (uint64_t)i), (uint64_t)alias[i]);
+      d->ndonated++;
+    }
+  d->kept = kept;
+  d->nkept = nlive;
+  d->donated = donated;
+  d->nchecks = nchecks;
   d->structure = s;
   d->head = h;
   return d;
@@ -354,6 +375,13 @@ static void diff_same_structure(const desc_t *a, const desc_t *b, diff_t *df) {
       }
     }
   }
+  if (a->kept != b->kept)
+    diff_add(df, 0x4100000u, "results kept: %d of the graph's values (was %d, or others)", a->nkept, b->nkept);
+  if (a->donated != b->donated)
+    diff_add(df, 0x4200000u, "donated inputs: %d (was %d, or others): an input still held elsewhere is copied, "
+             "not updated in place", a->ndonated, b->ndonated);
+  if (a->nchecks != b->nchecks)
+    diff_add(df, 0x4300000u, "device-side checks: %d (was %d)", a->nchecks, b->nchecks);
   if (df->total == 0) diff_add(df, 0x4000000u, "same graph and types (a program evicted from the cache)");
 }
 
@@ -399,9 +427,16 @@ static int find_cause(const desc_t *d, diff_t *df) {
   else if (d->nnodes != b->nnodes)
     diff_add(df, 0x5800000u + (uint64_t)(d->nnodes > b->nnodes), "graph structure: %d ops (was %d), the same first %d",
              d->nnodes, b->nnodes, best_p);
-  else
-    diff_add(df, 0x6000000u, "graph structure: the same %d ops, different wiring, results kept or donations",
-             d->nnodes);
+  else {
+    int k = 0;
+    while (k < d->nnodes && d->wiring[k] == b->wiring[k]) k++;
+    if (k < d->nnodes)
+      diff_add(df, 0x6000000u + (uint64_t)k,
+               "graph structure: the same %d ops, op #%d (%s) reads other values (a graph input used twice, or "
+               "two equal numbers made one input)", d->nnodes, k, d->rule_name[k]);
+    else
+      diff_add(df, 0x6000000u, "graph structure: the same %d ops, wired differently", d->nnodes);
+  }
   return 1;
 }
 

@@ -102,7 +102,6 @@ typedef struct tpu_node {
   int nchecks; /* device-side checks its rule emits (errors.h) */
 } tpu_node_t;
 
-#define TPU_GRAPH_SCALARS 64
 /* The work recorded for one device and not yet run. */
 typedef struct tpu_graph {
   bool ready; /* arena initialised */
@@ -114,9 +113,6 @@ typedef struct tpu_graph {
   int nnodes, cap_nodes;
   uint64_t epoch;
   uint64_t hash;
-  int nscalars; /* scalar inputs by content */
-  uint64_t scalar_keys[TPU_GRAPH_SCALARS];
-  int scalar_inputs[TPU_GRAPH_SCALARS];
 } tpu_graph_t;
 
 /* Output signature of one op on given input types (shape inference cache). */
@@ -137,12 +133,12 @@ void graph_truncate(tpu_graph_t *g, int nnodes); /* rolls back a failed op's nod
 tpu_status_t graph_add_node(tpu_graph_t *g, const tpu_op_rule_t *rule, const tpu_ref_t *in, int nin,
                             const tpu_op_attrs_t *attrs, tpu_node_t **out_node);
 /* A view_read (refs: the base) or view_write (refs: base, src) node for v.
- * A non-zero offset is a runtime input (a 0-d s64, one per distinct value
- * in the graph): reading or writing the same view at another position
+ * A non-zero offset is a runtime input (a 0-d s64, as a number is):
+ * reading or writing the same view at another position
  * (a data set, a KV cache, a rolling buffer) is the same program. */
 tpu_status_t view_node(tpu_graph_t *g, const tpu_ref_t *refs, int nrefs, const tpu_view_t *v, tpu_node_t **out_node);
 /* A reference to an input's contents (a view read folded in; a number as a
- * 0-d input, one per distinct number). */
+ * 0-d input of its own, one per use). */
 tpu_status_t input_ref(tpu_graph_t *g, const tpu_rt_input_t *in, tpu_ref_t *out);
 /* A storage's value seen as `dtype` (bitcast when they differ; zeros when
  * it has no value). */

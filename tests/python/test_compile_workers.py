@@ -75,9 +75,9 @@ def test_xla_flags_reach_the_compiler_and_a_failed_compile_raises_at_the_read():
     assert r.returncode == 0 and "OK True" in r.stdout, r.stderr[-2000:]
     bad = """
 import torch
-x = torch.ones(3, device="tpu")
-y = x + 1                     # recorded; its compile fails on a worker
 try:
+    x = torch.ones(3, device="tpu")
+    y = x + 1                 # the compiles fail on a worker: raised here or at the read
     y.cpu()
 except RuntimeError as e:
     print("RAISED", e)
