@@ -25,6 +25,10 @@ def _fused_runner(gm, example_inputs):
         prev = _C.get_mode()
         if prev != _FUSED:
             _C.set_mode(_FUSED)  # flushes what eager left pending
+        else:
+            # fused eager mode: what eager recorded before the call runs on its
+            # own, so the graph is its own program whatever preceded it
+            _C.flush(_C.CUT_COMPILED)
         try:
             out = gm(*args)
             _C.flush(_C.CUT_COMPILED)  # the whole graph: one program, asynchronous

@@ -52,6 +52,7 @@ _ONLY_IN = {
     "test_hf_models.py": ("strict", "fused"),
     "test_hf_pretrained.py": ("strict", "fused"),
     "test_hf_generate.py": ("strict", "fused"),
+    "test_hf_buckets.py": ("strict", "fused"),
     "test_hf_trainer.py": ("strict", "fused"),
 }
 _ALL_MODES = os.environ.get("TORCH_TPU_TEST_ALL_MODES", "") == "1"

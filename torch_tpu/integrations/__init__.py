@@ -8,9 +8,11 @@ import, one import hook (a ``sys.meta_path`` finder; nothing of those
 libraries is imported here, so ``import torch`` stays cheap).  When one of
 the modules below finishes loading, the hook applies that module's patch:
 a few functions wrapped so that they answer for tpu when tpu is the current
-accelerator and defer to the original otherwise.  Installed files are
-never edited.  The patches are listed in ``accelerate.py`` and
-``transformers.py`` beside this file; ``patched()`` names those applied.
+accelerator (or the tensors are tpu tensors) and defer to the original
+otherwise.  Installed files are never edited.  The patches are listed in
+``accelerate.py``, ``transformers.py`` and ``generation.py`` (bounded
+shapes while decoding) beside this file; ``patched()`` names those
+applied.
 """
 import importlib.abc
 import sys
@@ -86,10 +88,11 @@ def install():
     global _finder
     if _finder is not None:
         return
-    from . import accelerate, transformers  # noqa: F401  (each registers its patches)
+    from . import accelerate, generation, transformers  # noqa: F401  (each registers its patches)
 
     accelerate.register_all(register)
     transformers.register_all(register)
+    generation.register_all(register)
     _finder = _Finder()
     sys.meta_path.insert(0, _finder)
 

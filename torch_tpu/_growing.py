@@ -1,0 +1,221 @@
+"""Tensors that grow along one dimension inside a bucketed buffer.
+
+A decoding loop grows its sequences one position per step: the KV cache,
+the token ids, the attention mask, the position ids.  Every new length is a
+new shape, and on a compiled device a new shape is a new program.  Here the
+data lives in a buffer whose length along the growing dim is a bucket
+(a power of two, at least MIN_BUCKET) and only the first `length`
+positions are valid.  Appending writes into the buffer at a position that
+is a runtime value of the program (a view's offset is a program input), so
+every step of a bucket runs the same programs; a buffer is reallocated
+only when a bucket fills.
+
+Two users:
+- `GrowingBuffer`: a buffer and its valid length, for code that computes on
+  the whole bucket itself and masks what lies beyond (the KV cache layer of
+  torch_tpu.integrations.generation: attention over the bucket with the
+  causal mask hiding the unwritten positions, as a static cache does).
+- `GrowingTensor`: a tensor subclass that looks exactly like the valid part
+  ([..., length, ...]) to the code around it and keeps its buffer inside:
+  `torch.cat([g, t], dim)` appends in place, slices and selects that stay
+  inside the valid part are views of the buffer, `F.pad` up to the bucket is
+  the buffer with the rest masked, a dtype conversion converts the buffer;
+  any other op sees the valid part as an ordinary view (and then compiles
+  for its length, as it would have anyway).
+"""
+import torch
+from torch.utils._pytree import tree_map
+
+MIN_BUCKET = 64
+
+
+def bucket(n, at_least=0):
+    """The buffer length that holds n positions: a power of two, at least
+    MIN_BUCKET and at_least."""
+    n = max(int(n), int(at_least), MIN_BUCKET)
+    return 1 << (n - 1).bit_length()
+
+
+class GrowingBuffer:
+    """`data` holds `length` valid positions along `dim`, followed by room."""
+
+    __slots__ = ("data", "dim", "length")
+
+    def __init__(self, data, dim, length):
+        self.data = data
+        self.dim = dim % data.dim()
+        self.length = length
+
+    @classmethod
+    def empty_like(cls, t, dim, length_hint=0):
+        """A buffer shaped like t with a bucket of room along dim, zeros."""
+        dim %= t.dim()
+        shape = list(t.shape)
+        shape[dim] = bucket(max(t.shape[dim], length_hint))
+        return cls(t.new_zeros(shape), dim, 0)
+
+    @property
+    def capacity(self):
+        return self.data.shape[self.dim]
+
+    def valid(self):
+        """The valid positions: a view of the buffer."""
+        return self.data.narrow(self.dim, 0, self.length)
+
+    def reserve(self, n):
+        """Room for n positions (a bigger bucket, the valid part copied)."""
+        if n <= self.capacity:
+            return
+        shape = list(self.data.shape)
+        shape[self.dim] = bucket(n)
+        data = self.data.new_zeros(shape)
+        data.narrow(self.dim, 0, self.length).copy_(self.valid())
+        self.data = data
+
+    def write(self, start, t):
+        """Writes t at positions [start, start + t.shape[dim]) (start <= length),
+        growing the buffer when a bucket fills; the length becomes the end."""
+        n = t.shape[self.dim]
+        self.reserve(start + n)
+        self.data.narrow(self.dim, start, n).copy_(t)
+        self.length = start + n
+
+    def append(self, t):
+        self.write(self.length, t)
+
+
+class _Shared:
+    """A buffer shared by every GrowingTensor made from it; `end` is the
+    length the newest of them holds (appends beyond an older one's length
+    would overwrite the newer's positions, so that one copies first)."""
+
+    __slots__ = ("buf", "end")
+
+    def __init__(self, buf):
+        self.buf = buf
+        self.end = buf.length
+
+
+def _same_place(kwargs, data):
+    """A _to_copy that only changes the dtype (same device and layout)."""
+    dev = kwargs.get("device")
+    if dev is not None:
+        dev = torch.device(dev)
+        if dev.type != data.device.type or dev.index not in (None, data.device.index):
+            return False
+    return (set(kwargs) <= {"dtype", "device", "layout", "pin_memory", "non_blocking", "memory_format"} and
+            kwargs.get("layout") in (None, torch.strided) and not kwargs.get("pin_memory"))
+
+
+class GrowingTensor(torch.Tensor):
+    """The first `length` positions of a bucketed buffer along `dim`, as a
+    tensor of that shape (see the module's docstring)."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, shared, length):
+        buf = shared.buf
+        size = list(buf.data.shape)
+        size[buf.dim] = length
+        return torch.Tensor._make_wrapper_subclass(cls, size, dtype=buf.data.dtype, device=buf.data.device,
+                                                   requires_grad=False)
+
+    def __init__(self, shared, length):
+        self._shared = shared
+        self._length = length
+
+    @classmethod
+    def wrap(cls, t, dim, length_hint=0):
+        """A growing copy of t (its positions along dim valid, room for a
+        bucket of at least length_hint)."""
+        buf = GrowingBuffer.empty_like(t, dim, length_hint)
+        buf.write(0, t)
+        return cls(_Shared(buf), buf.length)
+
+    @property
+    def growing_dim(self):
+        return self._shared.buf.dim
+
+    def valid(self):
+        """The valid part: an ordinary view of the buffer."""
+        return self._shared.buf.data.narrow(self.growing_dim, 0, self._length)
+
+    def __repr__(self):
+        return f"GrowingTensor({self.valid()!r}, capacity={self._shared.buf.capacity})"
+
+    def _append(self, t):
+        sh, buf = self._shared, self._shared.buf
+        if sh.end != self._length:  # an older tensor of the buffer: copy on write
+            new = GrowingBuffer(buf.data.narrow(buf.dim, 0, self._length).clone(), buf.dim, self._length)
+            new.reserve(buf.capacity)
+            sh = _Shared(new)
+        sh.buf.append(t)
+        sh.end = sh.buf.length
+        return GrowingTensor(sh, sh.buf.length)
+
+    def _positions(self, dim, start, end, step):
+        """The slice [start:end:step] of the growing dim, normalised, or None."""
+        n = self._length
+        start = 0 if start is None else (start + n if start < 0 else start)
+        end = n if end is None else (end + n if end < 0 else min(end, n))
+        if step != 1 or not (0 <= start <= end <= n):
+            return None
+        return start, end
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        aten = torch.ops.aten
+        g = args[0] if args and isinstance(args[0], GrowingTensor) else None
+        if g is not None:
+            d = g.growing_dim
+            data = g._shared.buf.data
+            if func is aten.slice.Tensor:
+                dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) % g.dim()
+                start = args[2] if len(args) > 2 else kwargs.get("start")
+                end = args[3] if len(args) > 3 else kwargs.get("end")
+                step = args[4] if len(args) > 4 else kwargs.get("step", 1)
+                if dim == d:
+                    r = g._positions(dim, start, end, step)
+                    if r is not None:
+                        return data.narrow(d, r[0], r[1] - r[0])
+                elif (start in (None, 0)) and (end is None or end >= g.shape[dim]) and step == 1:
+                    return GrowingTensor(g._shared, g._length)  # a whole other dim: nothing to cut
+            elif func is aten.select.int and (args[1] % g.dim()) == d:
+                i = args[2] + g._length if args[2] < 0 else args[2]
+                if 0 <= i < g._length:
+                    return data.select(d, i)
+            elif func in (aten.alias.default, aten.detach.default):
+                return GrowingTensor(g._shared, g._length)  # views are new tensors
+            elif func is aten._to_copy.default and _same_place(kwargs, data):
+                sh = _Shared(GrowingBuffer(data.to(kwargs.get("dtype") or data.dtype), d, g._length))
+                return GrowingTensor(sh, g._length)
+            elif func is aten.constant_pad_nd.default:
+                pad = list(args[1])
+                value = args[2] if len(args) > 2 else kwargs.get("value", 0)
+                # (0, p) on the last dim up to exactly the bucket: the buffer, masked past the valid part
+                nd = g.dim()
+                if d == nd - 1 and len(pad) == 2 and pad[0] == 0 and g._length + pad[1] == data.shape[d]:
+                    pos = torch.arange(data.shape[d], device=data.device)
+                    keep = pos < g._length
+                    return torch.where(keep, data, torch.full((), value, dtype=data.dtype, device=data.device))
+        if func is aten.cat.default:
+            tensors = list(args[0])
+            dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+            first = tensors[0] if tensors else None
+            if isinstance(first, GrowingTensor) and len(tensors) == 2 and \
+                    not isinstance(tensors[1], GrowingTensor) and dim % first.dim() == first.growing_dim and \
+                    tensors[1].dtype == first.dtype and tensors[1].device == first.device and \
+                    all(tensors[1].shape[i] == first.shape[i] for i in range(first.dim()) if i != first.growing_dim):
+                return first._append(tensors[1])
+
+        def plain(x):
+            return x.valid() if isinstance(x, GrowingTensor) else x
+
+        return func(*tree_map(plain, args), **tree_map(plain, kwargs))
+
+
+def unwrap(x):
+    """A plain tensor for a GrowingTensor (its valid part, contiguous); x else."""
+    return x.valid().contiguous() if isinstance(x, GrowingTensor) else x
