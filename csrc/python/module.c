@@ -153,8 +153,9 @@ static PyObject *py_metrics(PyObject *self, PyObject *unused) {
     }
     Py_DECREF(v);
   }
-  return Py_BuildValue("{s:L,s:d,s:L,s:d,s:L,s:L,s:d,s:L,s:d,s:L,s:L,s:L,s:L,s:L,s:L,s:N,s:L}",
-                       "compiles", (long long)m.compiles, "compile_seconds", m.compile_seconds, "disk_loads",
+  return Py_BuildValue("{s:L,s:d,s:d,s:L,s:d,s:L,s:L,s:d,s:L,s:d,s:L,s:L,s:L,s:L,s:L,s:L,s:N,s:L}",
+                       "compiles", (long long)m.compiles, "compile_seconds", m.compile_seconds,
+                       "build_wall_seconds", m.build_wall_seconds, "disk_loads",
                        (long long)m.disk_loads, "disk_load_seconds", m.disk_load_seconds, "recompiles",
                        (long long)m.recompiles, "executions", (long long)m.executions, "execute_seconds",
                        m.execute_seconds, "host_waits", (long long)m.host_waits, "host_wait_seconds",
@@ -297,7 +298,7 @@ PyObject *tpu_py_engine_module(void) {
       {"CUT_OP", TPU_CUT_OP}, {"CUT_HOST_READ", TPU_CUT_HOST_READ}, {"CUT_SYNC", TPU_CUT_SYNC},
       {"CUT_LAYER", TPU_CUT_LAYER}, {"CUT_STEP", TPU_CUT_STEP}, {"CUT_SIZE", TPU_CUT_SIZE},
       {"CUT_FALLBACK", TPU_CUT_FALLBACK}, {"CUT_COMPILED", TPU_CUT_COMPILED},
-      {"CUT_COLLECTIVE", TPU_CUT_COLLECTIVE}, {"CUT_OTHER", TPU_CUT_OTHER}};
+      {"CUT_COLLECTIVE", TPU_CUT_COLLECTIVE}, {"CUT_LOOP", TPU_CUT_LOOP}, {"CUT_OTHER", TPU_CUT_OTHER}};
   for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) PyModule_AddIntConstant(m, cuts[i].name, cuts[i].code);
   return m;
 }

@@ -65,6 +65,7 @@ void graph_discard(tpu_graph_t *g) {
 void graph_free(tpu_graph_t *g) {
   if (!g->ready) return;
   graph_discard(g);
+  loop_free(g);
   free(g->inputs);
   free(g->nodes);
   tpu_arena_free(&g->arena);
@@ -225,6 +226,7 @@ tpu_status_t graph_add_node(tpu_graph_t *g, const tpu_op_rule_t *rule, const tpu
   g->hash = hash_attrs(h, attrs);
   g->nnodes++;
   R.ops_recorded++;
+  loop_observe(g, node, sig->key);
   *out_node = node;
   return NULL;
 }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/hash.h"
 #include "runtime/runtime_internal.h"
 
@@ -76,11 +77,13 @@ static struct {
   int ncauses;
   struct { uint64_t seq; tpu_prog_rec_t *rec; double issued; } ring[RING];
   double last_done;
+  int building;        /* compiles and disk loads under way */
+  double build_since;  /* when building went from 0 to 1 */
 } M = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static const char *const cut_names[TPU_CUT_COUNT] = {
     "op", "host_read", "synchronize", "layer", "optimizer_step", "size_bound", "fallback", "compiled_graph",
-    "collective", "other"};
+    "collective", "loop", "other"};
 
 const char *tpu_rt_cut_name(tpu_rt_cut_t cut) { return cut >= 0 && cut < TPU_CUT_COUNT ? cut_names[cut] : "?"; }
 
@@ -112,6 +115,7 @@ void metrics_host_wait(double seconds) {
 void tpu_rt_metrics(tpu_rt_metrics_t *out) {
   pthread_mutex_lock(&M.lock);
   *out = M.m;
+  if (M.building) out->build_wall_seconds += tpu_clock_now() - M.build_since;
   out->programs = M.nrecs;
   pthread_mutex_unlock(&M.lock);
 }
@@ -119,6 +123,7 @@ void tpu_rt_metrics(tpu_rt_metrics_t *out) {
 void tpu_rt_metrics_reset(void) {
   pthread_mutex_lock(&M.lock);
   memset(&M.m, 0, sizeof(M.m));
+  if (M.building) M.build_since = tpu_clock_now();
   for (int i = 0; i < M.nrecs; i++) {
     M.recs[i]->info.executions = 0;
     M.recs[i]->info.execute_seconds = 0;
@@ -131,6 +136,18 @@ static tpu_prog_rec_t *find_locked(uint64_t key) {
   for (tpu_prog_rec_t *r = M.by_key[key % PROG_BUCKETS]; r; r = r->hnext)
     if (r->info.key == key) return r;
   return NULL;
+}
+
+void metrics_build_begin(void) {
+  pthread_mutex_lock(&M.lock);
+  if (M.building++ == 0) M.build_since = tpu_clock_now();
+  pthread_mutex_unlock(&M.lock);
+}
+
+void metrics_build_end(void) {
+  pthread_mutex_lock(&M.lock);
+  if (M.building > 0 && --M.building == 0) M.m.build_wall_seconds += tpu_clock_now() - M.build_since;
+  pthread_mutex_unlock(&M.lock);
 }
 
 /* ---- executions ------------------------------------------------------------------ */

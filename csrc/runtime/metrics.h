@@ -44,6 +44,7 @@ typedef enum tpu_rt_cut {
   TPU_CUT_FALLBACK,   /* an op runs on the CPU and needs the values */
   TPU_CUT_COMPILED,   /* the end of a torch.compile graph */
   TPU_CUT_COLLECTIVE, /* a collective reads its inputs */
+  TPU_CUT_LOOP,       /* fused: a long loop's window is full, at its period (loop.c) */
   TPU_CUT_OTHER,      /* a mode change, an explicit flush */
   TPU_CUT_COUNT
 } tpu_rt_cut_t;
@@ -51,7 +52,8 @@ const char *tpu_rt_cut_name(tpu_rt_cut_t cut);
 
 typedef struct tpu_rt_metrics {
   int64_t compiles;            /* programs compiled (cache misses in both tiers) */
-  double compile_seconds;
+  double compile_seconds;      /* summed over the compiles (workers compile side by side) */
+  double build_wall_seconds;   /* wall time while at least one compile or disk load ran */
   int64_t disk_loads;          /* programs loaded from the disk tier */
   double disk_load_seconds;
   int64_t recompiles;          /* compiles or loads that recompiled an earlier program's structure */

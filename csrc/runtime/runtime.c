@@ -72,6 +72,7 @@ tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
   launch_start(cfg->compile_threads);
   bool cpu = !strcmp(tpu_pjrt_client_platform(R.client), "cpu");
   tpu_op_set_target_cpu(cpu);
+  R.target_cpu = cpu;
   if (!cfg->no_host_memory_cache && cpu) host_memory_cache_start();
   R.initialized = 1;
   UNLOCK();

@@ -41,6 +41,7 @@ struct tpu_value {
   tpu_pjrt_buffer_t *buffer; /* materialised */
   tpu_launch_t *launch;      /* in flight: its program waits in a queue (launch.c) */
   int node;                  /* pending: producing node in its device's graph; -1 otherwise */
+  int64_t made_at;           /* fused mode: the op position that made it (loop.c); -1 otherwise */
   int out_index;
   uint64_t in_epoch; /* graph-input dedupe */
   int in_index;
@@ -103,8 +104,11 @@ typedef struct tpu_node {
 } tpu_node_t;
 
 /* The work recorded for one device and not yet run. */
+typedef struct tpu_loop tpu_loop_t; /* loop.c */
+
 typedef struct tpu_graph {
   bool ready; /* arena initialised */
+  tpu_loop_t *loop; /* fused mode: the period of the ops being recorded */
   int device;
   tpu_arena_t arena;
   tpu_value_t **inputs;
@@ -150,6 +154,16 @@ tpu_status_t storage_ref(tpu_graph_t *g, tpu_storage_t *s, tpu_dtype_t dtype, tp
 tpu_status_t graph_build_text(tpu_graph_t *g, const int *live_node, const int *live_out, int nlive, int nchecks,
                               const int *alias, tpu_hlo_module_t **out_m, const char **out_text, size_t *out_len);
 void sigs_free(void);
+
+/* ---- loops (loop.c): fused mode cuts a long loop's graph at its period ---------------- */
+/* Observes a node just added to g (its signature cache key), in fused mode. */
+void loop_observe(tpu_graph_t *g, const tpu_node_t *node, uint64_t sig_key);
+/* A loop's window is full at a period boundary: cut g now (once per boundary). */
+bool loop_cut_due(tpu_graph_t *g);
+/* g was cut for another reason (a step, a host read): the loop starts over
+ * from here, and what was made before counts as an input. */
+void loop_restart(tpu_graph_t *g);
+void loop_free(tpu_graph_t *g);
 
 /* ---- execution ---------------------------------------------------------------------- */
 /* Runs g as one program; `why` is what cut it there (metrics.h). */
@@ -232,6 +246,9 @@ void metrics_desc_free(tpu_program_desc_t *d);
  * record, and its cause if it recompiles an earlier one.  Any thread. */
 void metrics_program_made(uint64_t key, tpu_program_desc_t *d /* moved in */, tpu_rt_program_source_t source,
                           double seconds);
+/* A compile or disk load starts / ends (for the wall time spent building). */
+void metrics_build_begin(void);
+void metrics_build_end(void);
 /* The program of `key` was issued as work `seq` at time `issued`. */
 void metrics_executed(uint64_t key, uint64_t seq, tpu_rt_cut_t cut, double issued);
 void metrics_work_done(uint64_t seq, double t); /* event.c: work seq finished at t */
@@ -249,6 +266,7 @@ typedef struct tpu_runtime {
   int fused_max_nodes;
   int no_device_checks;
   int no_donation;
+  int target_cpu; /* the plugin compiles with XLA's CPU compiler */
   int hold; /* tpu_rt_hold_flush depth */
   int64_t block_mark; /* ops_recorded at the last tpu_rt_flush_block or flush */
   tpu_graph_t graphs[TPU_PJRT_MAX_DEVICES];

@@ -22,6 +22,7 @@ tpu_value_t *value_new(const tpu_hlo_type_t *type, int device) {
   v->type = *type;
   v->device = device;
   v->node = -1;
+  v->made_at = -1;
   R.live_values++;
   return v;
 }
