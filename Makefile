@@ -133,6 +133,7 @@ demo: build
 	else TORCH_TPU_SITE_DIRS=$(SITE) $(BUILD)/demo_c; fi
 
 bench: build
+	$(VPY) -m pip install -q -r bench/requirements-bench.txt
 	$(VPY) bench/run.py
 
 clean:

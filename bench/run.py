@@ -39,6 +39,14 @@ taken in the same process, one after the other):
                GB/s for 1/16/64 MiB, tpu_dist (host transport) vs gloo on CPU
                tensors; DDP step of the bench GPT, 2 processes vs 1
                (per-sample throughput ratio)
+  first        (a group: first_smollm2, first_sd, first_wlm, first_lstmcell,
+               first_nanogpt, first_clone; bench/first.py) cold start and
+               loops that used to recompile: a fresh process on an empty
+               TORCH_TPU_CACHE_DIR (cold) and again on it (warm), with the
+               programs compiled and compile seconds beside each tpu time:
+               SmolLM2 first 16 tokens, a tiny Stable Diffusion pipeline,
+               word_language_model's and time_sequence_prediction's loops,
+               nanoGPT char ms/iter, `git clone` + `make demo` (full mode)
 Each section runs in its own subprocess with a time limit: a missing op, an
 exception or a crash is recorded as the figure's "error" and the harness
 goes on. Ops that ran on the CPU through torch_tpu's fallback during a tpu
@@ -60,10 +68,17 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 QUICK = os.environ.get("TORCH_TPU_BENCH_QUICK", "") not in ("", "0")
 
-SECTIONS = ["op_latency", "chain", "chain_arith", "train", "device_checks", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm"]
+FIRST = ["first_smollm2", "first_sd", "first_wlm", "first_lstmcell", "first_nanogpt", "first_clone"]
+SECTIONS = ["op_latency", "chain", "chain_arith", "train", "device_checks", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm"] + FIRST
+# names --only accepts for several sections
+GROUPS = {"first": FIRST}
 # seconds each section may take before it is killed (full mode; quick: /2)
 LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "device_checks": 420, "startup": 300, "memory": 240,
-          "import": 240, "transfer": 180, "pjrt": 180, "hf": 1500, "dist": 900, "lstm": 600}
+          "import": 240, "transfer": 180, "pjrt": 180, "hf": 1500, "dist": 900, "lstm": 600,
+          # bench/first.py: fresh processes that compile everything (tens of seconds each, several per
+          # section); first_clone: `make demo` in a fresh clone gets 15 minutes
+          "first_smollm2": 2400, "first_sd": 1200, "first_wlm": 1200, "first_lstmcell": 1200,
+          "first_nanogpt": 900, "first_clone": 1020}
 
 
 def median(xs):
@@ -665,8 +680,18 @@ def sec_lstm():
     return lstm.sec_lstm(torch, QUICK)
 
 
+def _sec_first(name):
+    def sec():
+        torch = _torch()
+        sys.path.insert(0, BENCH)
+        import first
+        return first.SECTIONS[name](torch, _measure, QUICK, LIMITS[name] // (2 if QUICK else 1))
+    return sec
+
+
 FUNCS = {"lstm": sec_lstm, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "device_checks": sec_device_checks, "startup": sec_startup,
-         "memory": sec_memory, "import": sec_import, "transfer": sec_transfer, "pjrt": sec_pjrt, "dist": sec_dist}
+         "memory": sec_memory, "import": sec_import, "transfer": sec_transfer, "pjrt": sec_pjrt, "dist": sec_dist,
+         **{name: _sec_first(name) for name in FIRST}}
 
 
 # ---- the parent: one subprocess per section, the report ----------------------------
@@ -900,6 +925,13 @@ def markdown(results):
         import lstm
         rows.extend(lstm.markdown_rows(lsr, _cell))
 
+    if any(k in R for k in FIRST):
+        sys.path.insert(0, BENCH)
+        import first
+        frows, fnotes = first.markdown_rows(R, _cell)
+        rows.extend(frows)
+        notes.extend(fnotes)
+
     head = ["figure", "PyTorch CPU", "tpu strict", "tpu fused", "notes"]
     lines = [f"# torch_tpu benchmarks ({'quick' if results['meta']['quick'] else 'full'} mode)", "",
              f"{results['meta']['date']}, torch {results['meta'].get('torch')}, "
@@ -918,7 +950,8 @@ def markdown(results):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=None, help="comma-separated sections: " + ",".join(SECTIONS))
+    ap.add_argument("--only", default=None, help="comma-separated sections: " + ",".join(SECTIONS) +
+                    "; groups: " + ", ".join(f"{g} ({' '.join(v)})" for g, v in GROUPS.items()))
     ap.add_argument("--section", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--section-out", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=os.path.join(BENCH, "results.json"))
@@ -935,6 +968,7 @@ def main():
         return 0
 
     names = SECTIONS if not a.only else [s.strip() for s in a.only.split(",") if s.strip()]
+    names = [m for n in names for m in GROUPS.get(n, [n])]
     for n in names:
         if n not in FUNCS:
             ap.error(f"unknown section {n!r}; sections: {', '.join(SECTIONS)}")
