@@ -23,7 +23,8 @@ class BuildExt(build_ext):
         def compile_one(obj, src, ext, cc_args, extra_postargs, pp_opts):
             args = list(extra_postargs)
             if src.endswith(".cpp"):
-                args += ["-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=1"]
+                # AT_PER_OPERATOR_HEADERS: see CXXFLAGS_TORCH in the Makefile
+                args += ["-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=1", "-DAT_PER_OPERATOR_HEADERS"]
             else:
                 args += ["-std=c11"]
                 if os.sep + "python" + os.sep in src:

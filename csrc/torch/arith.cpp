@@ -17,7 +17,6 @@
 #include <unordered_map>
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ExpandUtils.h>
 #include <ATen/ops/result_type.h>
 #include <c10/core/Scalar.h>
 #include <c10/util/Exception.h>

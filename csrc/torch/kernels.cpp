@@ -3,10 +3,12 @@
 // and module conversion's compatibility question.  Everything else is in
 // torch_tpu/ops (Python adapters over the engine's rules).
 #include <ATen/core/Tensor.h>
-#include <ATen/native/Resize.h>
+#include <ATen/EmptyTensor.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/core/MemoryFormat.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
+#include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 #include "torch/tpu_torch.h"
