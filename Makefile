@@ -1,6 +1,20 @@
 # torch_tpu - every target does its own set-up from a fresh clone
 # (idempotent, fast when already done).
 SHELL := /bin/bash
+# Every target builds on all cores by itself: one job per core, at most one
+# per 1.5 GiB of available memory (a C++ file over torch's headers peaks at
+# ~1.4 GiB).  Only the top make sets it: a -jN on the command line wins, and
+# sub-makes share the top one's jobs.  `make test` runs its suites one after
+# another (below); `make clean` with other goals runs serially.
+ifeq ($(MAKELEVEL),0)
+JOBS := $(shell n=$$(nproc 2>/dev/null || echo 1); \
+  m=$$(awk '/^MemAvailable:/ {print int($$2 / 1572864)}' /proc/meminfo 2>/dev/null); \
+  [ -n "$$m" ] && [ "$$m" -ge 1 ] && [ "$$m" -lt "$$n" ] && n=$$m; echo $$n)
+MAKEFLAGS += -j$(JOBS)
+endif
+ifneq ($(filter clean,$(MAKECMDGOALS)),)
+.NOTPARALLEL:
+endif
 PY ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
@@ -131,7 +145,12 @@ test-py: build
 	    echo "== eager mode $$m: $$((SECONDS - s)) s"; done; \
 	else echo "no python tests yet"; fi
 
-test: build test-c valgrind test-py
+# The build in parallel, then the suites one after another: each has the
+# cores to itself and its output stays in one piece.
+test: build
+	@$(MAKE) --no-print-directory test-c
+	@$(MAKE) --no-print-directory valgrind
+	@$(MAKE) --no-print-directory test-py
 
 demo: build
 	@if [ -f examples/train_mlp.py ] && [ -n "$(PYEXT_SRCS)" ]; then $(VPY) examples/train_mlp.py; \
