@@ -95,6 +95,7 @@ def _fmt_err(e):
 def _metrics(torch):
     m = torch.tpu.metrics()
     return {"compiles": m["compile"]["count"], "compile_s": m["compile"]["seconds"],
+            "compile_wall_s": m["compile"]["wall_seconds"],
             "disk_loads": m["disk_load"]["count"], "disk_load_s": m["disk_load"]["seconds"]}
 
 
@@ -186,7 +187,7 @@ def _child_wlm(torch, a):
         with _Timed(torch) as t:
             r = fm.wlm_train(torch, model, data, a["batches"])
     res = dict(t.result, **r)
-    res["compile_share_pct"] = 100.0 * res["compile_s"] / res["wall_s"]
+    res["compile_share_pct"] = 100.0 * res["compile_wall_s"] / res["wall_s"]
     return res
 
 
@@ -832,8 +833,8 @@ def markdown_rows(R, cell):
                      _cpu_cell(cell, s.get("cpu"), s.get("cpu_1thread")), _run_cell(st.get("cold")) if st else "",
                      _run_cell(fu.get("cold")) if fu else "",
                      f"cold strict {_vs(st, 'cold')}, fused {_vs(fu, 'cold')}; "
-                     f"target compile s <= {TARGETS['wlm_compile_share_pct']:.0f}% of wall (compile s summed over "
-                     f"threads): strict {share(st)}, fused "
+                     f"target compile wall time <= {TARGETS['wlm_compile_share_pct']:.0f}% of wall (time while any "
+                     f"compile ran): strict {share(st)}, fused "
                      f"{share(fu)}; last loss CPU {_f(_g(s, 'cpu', 'loss_last'), '{:.4f}')}, strict "
                      f"{_f(_g(st, 'cold', 'loss_last'), '{:.4f}')}, fused {_f(_g(fu, 'cold', 'loss_last'), '{:.4f}')}"])
         _errs("first_wlm", s, notes)
