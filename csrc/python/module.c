@@ -298,7 +298,7 @@ PyObject *tpu_py_engine_module(void) {
       {"CUT_OP", TPU_CUT_OP}, {"CUT_HOST_READ", TPU_CUT_HOST_READ}, {"CUT_SYNC", TPU_CUT_SYNC},
       {"CUT_LAYER", TPU_CUT_LAYER}, {"CUT_STEP", TPU_CUT_STEP}, {"CUT_SIZE", TPU_CUT_SIZE},
       {"CUT_FALLBACK", TPU_CUT_FALLBACK}, {"CUT_COMPILED", TPU_CUT_COMPILED},
-      {"CUT_COLLECTIVE", TPU_CUT_COLLECTIVE}, {"CUT_LOOP", TPU_CUT_LOOP}, {"CUT_OTHER", TPU_CUT_OTHER}};
+      {"CUT_COLLECTIVE", TPU_CUT_COLLECTIVE}, {"CUT_LOOP", TPU_CUT_LOOP}, {"CUT_WIDE", TPU_CUT_WIDE}, {"CUT_OTHER", TPU_CUT_OTHER}};
   for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) PyModule_AddIntConstant(m, cuts[i].name, cuts[i].code);
   return m;
 }

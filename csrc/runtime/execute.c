@@ -422,7 +422,14 @@ void tpu_rt_hold_flush(void) {
 tpu_status_t tpu_rt_release_flush(void) {
   LOCK();
   tpu_status_t st = NULL;
-  if (R.hold > 0 && --R.hold == 0 && R.mode != TPU_MODE_FUSED && R.initialized) st = flush_all(TPU_CUT_OP);
+  if (R.hold > 0 && --R.hold == 0 && R.initialized) {
+    if (R.mode != TPU_MODE_FUSED) {
+      st = flush_all(TPU_CUT_OP);
+    } else { /* a loop of in-place ops (randn, add_) is cut where it ends */
+      for (int d = 0; d < TPU_PJRT_MAX_DEVICES && !st; d++)
+        if (R.graphs[d].ready && loop_cut_due(&R.graphs[d])) st = graph_flush(&R.graphs[d], TPU_CUT_LOOP);
+    }
+  }
   UNLOCK();
   return st;
 }

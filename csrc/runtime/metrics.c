@@ -83,7 +83,7 @@ static struct {
 
 static const char *const cut_names[TPU_CUT_COUNT] = {
     "op", "host_read", "synchronize", "layer", "optimizer_step", "size_bound", "fallback", "compiled_graph",
-    "collective", "loop", "other"};
+    "collective", "loop", "wide_op", "other"};
 
 const char *tpu_rt_cut_name(tpu_rt_cut_t cut) { return cut >= 0 && cut < TPU_CUT_COUNT ? cut_names[cut] : "?"; }
 

@@ -45,6 +45,7 @@ typedef enum tpu_rt_cut {
   TPU_CUT_COMPILED,   /* the end of a torch.compile graph */
   TPU_CUT_COLLECTIVE, /* a collective reads its inputs */
   TPU_CUT_LOOP,       /* fused: a long loop's window is full, at its period (loop.c) */
+  TPU_CUT_WIDE,       /* fused: between the levels of an op wider than one program takes well (cat) */
   TPU_CUT_OTHER,      /* a mode change, an explicit flush */
   TPU_CUT_COUNT
 } tpu_rt_cut_t;

@@ -55,3 +55,43 @@ def test_a_long_loop_runs_on_few_programs_and_matches_cpu():
     assert got[0] == pytest.approx(want[0], rel=1e-5)
     for g, w in zip(got[1], want[1]):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
+def _fused_only():
+    if torch.tpu.get_eager_mode() != "fused":
+        pytest.skip("graph cuts are a fused-mode mechanism (strict runs op by op)")
+
+
+def test_a_loop_of_in_place_ops_is_cut_too():
+    # in-place ops record under hold_flush (computation + write, one
+    # program); the loop cut waits for the write, not forever
+    _fused_only()
+    x = torch.zeros(3, 4)
+    t = x.to("tpu")
+    torch.tpu.reset_metrics()
+    for i in range(200):
+        t.add_(float(i % 7))
+        x.add_(float(i % 7))
+    torch.testing.assert_close(t.cpu(), x)
+    m = torch.tpu.metrics()
+    assert m["cuts"]["loop"] >= 4, torch.tpu.metrics_report()
+    assert m["compile"]["count"] + m["disk_load"]["count"] <= 4, torch.tpu.metrics_report()
+
+
+def test_a_cat_of_a_thousand_tensors_is_a_few_small_programs():
+    # one program would hold a 1,000-operand concatenate (XLA flattens the
+    # chunked cats), seconds to compile; chunk programs share one compile
+    _fused_only()
+    torch.manual_seed(0)
+    xs = [torch.randn(5, 1) for _ in range(1000)]
+    ts = [x.to("tpu") for x in xs]
+    torch.tpu.synchronize()
+    torch.tpu.reset_metrics()
+    got = (torch.cat(ts, dim=1) * 2).cpu()
+    m = torch.tpu.metrics()
+    torch.testing.assert_close(got, torch.cat(xs, dim=1) * 2)
+    assert m["cuts"]["wide_op"] >= 16, torch.tpu.metrics_report()
+    assert m["compile"]["count"] + m["disk_load"]["count"] <= 4, torch.tpu.metrics_report()
+    # mixed dtypes promote as on the CPU, across the chunks
+    mixed = [x.to(torch.float16) if i % 3 else x for i, x in enumerate(xs[:130])]
+    torch.testing.assert_close(torch.cat([x.to("tpu") for x in mixed]).cpu(), torch.cat(mixed))

@@ -19,6 +19,7 @@ import functools
 
 import torch
 
+from .. import _C
 from .._dispatch import Unsupported, impl, register, run, scalar, supported, write
 from .._dtypes import dtype_code, scalar_type_name
 
@@ -48,9 +49,20 @@ def cat(tensors, dim=0):
     dt = functools.reduce(torch.promote_types, [t.dtype for t in tensors])
     ref = next((t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)), tensors[0])
     tensors = [_dev(t, ref) for t in tensors]
+    if len(tensors) <= _MAX_IN:
+        return run("cat", tensors, [dim, dtype_code(dt)])[0]
+    # Wider than one op takes: a tree of cats, each level's chunk its own
+    # program in fused mode.  In one program XLA flattens the nested
+    # concatenates back into one, whose compile time grows faster than its
+    # operand count (1,000 operands: 3.5 s, against 0.04 s for 64), while
+    # the chunks of one shape are one cached program.
+    _C.flush(_C.CUT_WIDE)
     while len(tensors) > _MAX_IN:
-        tensors = [run("cat", tensors[i:i + _MAX_IN], [dim, dtype_code(dt)])[0]
-                   for i in range(0, len(tensors), _MAX_IN)]
+        level = []
+        for i in range(0, len(tensors), _MAX_IN):
+            level.append(run("cat", tensors[i:i + _MAX_IN], [dim, dtype_code(dt)])[0])
+            _C.flush(_C.CUT_WIDE)
+        tensors = level
     return run("cat", tensors, [dim, dtype_code(dt)])[0]
 
 
