@@ -160,6 +160,14 @@ test: build
 	@$(MAKE) --no-print-directory valgrind
 	@$(MAKE) --no-print-directory test-py
 
+# The fault suite (issue 28): dead ranks, restarts, a killed cache writer,
+# op fuzzing; each test runs its processes under deadlines.  Not in `make
+# test` (it takes minutes): CI runs it when time allows.
+.PHONY: test-faults
+test-faults: build
+	$(VPY) -m pip install -q --disable-pip-version-check -r requirements-faults.txt
+	TORCH_TPU_EAGER_MODE=strict $(VPY) -m pytest -q -p no:cacheprovider tests/faults
+
 demo: build
 	@if [ -f examples/train_mlp.py ] && [ -n "$(PYEXT_SRCS)" ]; then $(VPY) examples/train_mlp.py; \
 	else TORCH_TPU_SITE_DIRS=$(SITE) $(BUILD)/demo_c; fi

@@ -8,7 +8,9 @@
  * foreign or corrupt: it is counted, removed and the program recompiled.
  * Writes go to a unique temporary name and are renamed into place, so a
  * reader never sees half a file and concurrent writers of the same program
- * simply replace each other's identical result.
+ * simply replace each other's identical result.  A writer killed before the
+ * rename leaves only its temporary file, which no reader opens; the
+ * directory scan removes such files once they are ten minutes old.
  *
  * Trust (the disk tier loads native code): the rules of ssh and careful
  * caches.  Directories we create are 0700 and files 0600.  The cache
@@ -39,6 +41,11 @@
 #include "base/hash.h"
 
 #define TPU_CACHE_BUCKETS 8192
+/* Temporary files ("<name>.tmp.<pid>.<usec>") left by a writer that died
+ * between create and rename are never renamed; the directory scan removes
+ * those untouched for this long (a live writer finishes in milliseconds). */
+#define TPU_DISK_STALE_TMP_SECONDS (10 * 60)
+
 static const char tpu_disk_magic[8] = {'T', 'P', 'U', 'X', '0', '0', '0', '1'};
 
 typedef struct tpu_prog {
@@ -411,8 +418,19 @@ static void tpu_disk_evict(tpu_cache_t *c) {
   size_t n = 0, cap = 0;
   int64_t bytes = 0;
   struct dirent *e;
+  time_t now = time(NULL);
   while ((e = readdir(d))) {
     size_t len = strlen(e->d_name);
+    if (strstr(e->d_name, ".tpux.tmp.")) {
+      /* a dead writer's temporary file: never loaded (not a ".tpux" name),
+       * but it would hold its bytes forever */
+      struct stat sb;
+      if (fstatat(c->dirfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
+          now - sb.st_mtim.tv_sec > TPU_DISK_STALE_TMP_SECONDS) {
+        unlinkat(c->dirfd, e->d_name, 0);
+      }
+      continue;
+    }
     if (len < 6 || len >= 64 || strcmp(e->d_name + len - 5, ".tpux")) continue;
     struct stat sb;
     if (fstatat(c->dirfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
@@ -449,6 +467,20 @@ static void tpu_disk_evict(tpu_cache_t *c) {
   free(ents);
 }
 
+/* Fault tests only (tests/faults): TORCH_TPU_CACHE_TEST_WRITE_PAUSE_MS=N
+ * makes a writer stop N ms with half its temporary file written, so a test
+ * can kill it there deterministically.  Unset (always, outside those tests),
+ * it costs one getenv per disk write. */
+static void tpu_disk_test_pause(void) {
+  const char *ms = getenv("TORCH_TPU_CACHE_TEST_WRITE_PAUSE_MS");
+  if (!ms || !*ms) return;
+  long n = strtol(ms, NULL, 10);
+  if (n <= 0) return;
+  struct timespec ts = {n / 1000, (n % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
 static void tpu_disk_store(tpu_cache_t *c, uint64_t fkey, uint64_t text_hash, tpu_pjrt_exec_t *exec) {
   void *payload = NULL;
   size_t psz = 0;
@@ -469,8 +501,12 @@ static void tpu_disk_store(tpu_cache_t *c, uint64_t fkey, uint64_t text_hash, tp
   if (fd >= 0) {
     uint64_t hdr[3] = {c->identity_hash, text_hash, (uint64_t)psz};
     uint64_t sum = tpu_hash_bytes(TPU_HASH_SEED, payload, psz);
+    size_t half = psz / 2;
     ok = fchmod(fd, 0600) == 0 && write(fd, tpu_disk_magic, 8) == 8 && write(fd, hdr, 24) == 24 &&
-         write(fd, payload, psz) == (ssize_t)psz && write(fd, &sum, 8) == 8;
+         write(fd, payload, half) == (ssize_t)half;
+    tpu_disk_test_pause();
+    ok = ok && write(fd, (const char *)payload + half, psz - half) == (ssize_t)(psz - half) &&
+         write(fd, &sum, 8) == 8;
     if (close(fd) != 0) ok = 0;
     /* rename replaces whatever had the name (a refused symlink included), never its target */
     if (ok && renameat(c->dirfd, tmp, c->dirfd, name) != 0) ok = 0;
