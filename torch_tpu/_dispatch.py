@@ -501,6 +501,7 @@ def _cpu_fallback(op, *args, **kwargs):
         warnings.warn(f"tpu: {name} has no tpu kernel; it runs on the CPU (inputs copied over and back)",
                       stacklevel=2)
     schema = op._schema
+    t0 = _C.clock_now() if _C.trace_active() else None  # torch.profiler / debug.explain: a fallback event
     cpu_args = tree_map(_to_cpu, args)
     cpu_kwargs = tree_map(_to_cpu, kwargs)
     res = op(*cpu_args, **cpu_kwargs)
@@ -536,7 +537,10 @@ def _cpu_fallback(op, *args, **kwargs):
             return x.to(device)
         return x
 
-    return tree_map(back, res)
+    res = tree_map(back, res)
+    if t0 is not None:
+        _C.trace_mark(_C.TRACE_FALLBACK, name, t0, _C.clock_now())
+    return res
 
 
 def _first_use_fallback(op, *args, **kwargs):

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/hash.h"
 #include "runtime/errors.h"
 #include "runtime/runtime_internal.h"
@@ -224,6 +225,7 @@ tpu_status_t graph_add_node(tpu_graph_t *g, const tpu_op_rule_t *rule, const tpu
   h = tpu_hash_u64(h, (uint64_t)nin);
   for (int i = 0; i < nin; i++) h = tpu_hash_u64(h, (uint64_t)(int64_t)in[i]);
   g->hash = hash_attrs(h, attrs);
+  if (tpu_rt_trace_on && g->nnodes == 0) g->rec_start = tpu_clock_now();
   g->nnodes++;
   R.ops_recorded++;
   loop_observe(g, node, sig->key);

@@ -103,6 +103,12 @@ void metrics_transfer(tpu_metrics_transfer_t kind, int64_t bytes) {
     case TPU_XFER_DEVICE_COPY: M.m.device_copies++; M.m.device_copy_bytes += bytes; break;
   }
   pthread_mutex_unlock(&M.lock);
+  if (tpu_rt_trace_on) {
+    double now = tpu_clock_now();
+    tpu_rt_trace_mark(kind == TPU_XFER_TO_DEVICE ? TPU_TRACE_TO_DEVICE
+                      : kind == TPU_XFER_TO_HOST ? TPU_TRACE_TO_HOST : TPU_TRACE_DEVICE_COPY,
+                      NULL, now, now, bytes);
+  }
 }
 
 void metrics_host_wait(double seconds) {
@@ -110,6 +116,10 @@ void metrics_host_wait(double seconds) {
   M.m.host_waits++;
   M.m.host_wait_seconds += seconds;
   pthread_mutex_unlock(&M.lock);
+  if (tpu_rt_trace_on) {
+    double now = tpu_clock_now();
+    tpu_rt_trace_mark(TPU_TRACE_HOST_WAIT, NULL, now - seconds, now, 0);
+  }
 }
 
 void tpu_rt_metrics(tpu_rt_metrics_t *out) {
@@ -171,7 +181,10 @@ void metrics_work_done(uint64_t seq, double t) {
     if (M.last_done > start) start = M.last_done;
     double span = t > start ? t - start : 0;
     M.m.execute_seconds += span;
-    if (M.ring[seq % RING].rec) M.ring[seq % RING].rec->info.execute_seconds += span;
+    tpu_prog_rec_t *rec = M.ring[seq % RING].rec;
+    if (rec) rec->info.execute_seconds += span;
+    if (tpu_rt_trace_on && rec)
+      trace_execute(-1, rec->info.key, seq, rec->info.name, rec->info.ops, start, t > start ? t : start);
     M.ring[seq % RING].seq = 0;
   }
   if (t > M.last_done) M.last_done = t;
@@ -485,6 +498,10 @@ tpu_program_desc_t *metrics_describe(const tpu_graph_t *g, const int *live_node,
 void metrics_desc_free(tpu_program_desc_t *d) { desc_free(d); }
 
 void metrics_program_made(uint64_t key, tpu_program_desc_t *d, tpu_rt_program_source_t source, double seconds) {
+  if (dump_dir())
+    dump_program_meta(key, d ? d->name : "?", d ? d->ops : 0, d && d->has_graph ? d->rule_name : NULL,
+                      d && d->has_graph ? d->nnodes : 0, source == TPU_PROGRAM_COMPILED ? "compiled" : "disk", seconds);
+  if (tpu_rt_trace_on) trace_built(key, d ? d->name : NULL, d ? d->ops : 0, source == TPU_PROGRAM_DISK, seconds);
   pthread_mutex_lock(&M.lock);
   if (source == TPU_PROGRAM_COMPILED) {
     M.m.compiles++;
@@ -549,6 +566,14 @@ void metrics_program_made(uint64_t key, tpu_program_desc_t *d, tpu_rt_program_so
   } else {
     desc_free(d);
   }
+  pthread_mutex_unlock(&M.lock);
+}
+
+void metrics_program_name(uint64_t key, char *out_name, size_t n, int *out_ops) {
+  pthread_mutex_lock(&M.lock);
+  tpu_prog_rec_t *r = find_locked(key);
+  snprintf(out_name, n, "%s", r ? r->info.name : "");
+  if (r && out_ops) *out_ops = r->info.ops;
   pthread_mutex_unlock(&M.lock);
 }
 

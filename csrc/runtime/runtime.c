@@ -95,6 +95,7 @@ void tpu_rt_shutdown(void) {
   scalars_clear();
   sigs_free();
   metrics_shutdown();
+  trace_shutdown();
   tpu_cache_destroy(R.cache);
   R.cache = NULL;
   for (int d = 0; d < TPU_PJRT_MAX_DEVICES; d++) graph_free(&R.graphs[d]);

@@ -27,6 +27,7 @@
 #include "base/arena.h"
 #include "runtime/cache.h"
 #include "runtime/metrics.h"
+#include "runtime/trace.h"
 #include "runtime/runtime.h"
 
 /* ---- values and storages ------------------------------------------------------ */
@@ -117,6 +118,7 @@ typedef struct tpu_graph {
   int nnodes, cap_nodes;
   uint64_t epoch;
   uint64_t hash;
+  double rec_start; /* while tracing: when its first op was recorded (trace.h) */
 } tpu_graph_t;
 
 /* Output signature of one op on given input types (shape inference cache). */
@@ -255,6 +257,21 @@ void metrics_work_done(uint64_t seq, double t); /* event.c: work seq finished at
 void metrics_transfer(tpu_metrics_transfer_t kind, int64_t bytes);
 void metrics_host_wait(double seconds);
 void metrics_shutdown(void);
+/* The name and op count of key's program record, if there is one (out_name "" if not). */
+void metrics_program_name(uint64_t key, char *out_name, size_t n, int *out_ops);
+
+/* ---- trace (trace.c, trace.h; its own lock, after metrics' one): call only when
+ * tpu_rt_trace_on ---------------------------------------------------------------------- */
+void trace_flush(int device, uint64_t key, tpu_rt_cut_t cut, int ops, double rec_start, int hit);
+void trace_execute(int device, uint64_t key, uint64_t seq, const char *name, int ops, double start, double end);
+void trace_built(uint64_t key, const char *name, int ops, int from_disk, double seconds);
+void trace_shutdown(void);
+
+/* ---- program dumps (dump.c): TORCH_TPU_DUMP_DIR, read once -------------------------- */
+const char *dump_dir(void); /* NULL: no dumps */
+void dump_program_text(uint64_t key, const char *text, size_t len, const char *xla_flags);
+void dump_program_meta(uint64_t key, const char *name, int ops, const char *const *rules, int nrules,
+                       const char *source, double seconds);
 
 /* ---- the process-wide runtime ----------------------------------------------------------- */
 typedef struct tpu_runtime {
