@@ -284,6 +284,34 @@ static void rule_le(tpu_op_ctx_t *c) { compare_rule(c, "LE"); }
 static void rule_gt(tpu_op_ctx_t *c) { compare_rule(c, "GT"); }
 static void rule_ge(tpu_op_ctx_t *c) { compare_rule(c, "GE"); }
 
+/* assert_async: inputs (x: any shape and dtype, complex too; the adapter
+ * passes the 1-element tensor); ints [nbytes, the message's
+ * bytes packed 8 to an int, little-endian].  A device-side check that some
+ * element of x is non-zero (NaN is): RuntimeError with the message, or with
+ * CPU's "Expected Tensor with single nonzero value, but got zero" when
+ * nbytes is 0.  The output is the condition, a 0-d bool nothing reads. */
+static void rule_assert_async(tpu_op_ctx_t *c) {
+  int64_t n = tpu_op_int(c, 0);
+  char msg[TPU_OP_CHECK_MSG_MAX];
+  if (n < 0 || n >= (int64_t)sizeof msg || tpu_op_nints(c) != 1 + (int)((n + 7) / 8)) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "%s: malformed message attributes", c->name);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++)
+    msg[i] = (char)(((uint64_t)tpu_op_int(c, 1 + (int)(i / 8)) >> (8 * (i % 8))) & 0xff);
+  msg[n] = 0;
+  tpu_hlo_type_t t = tpu_op_type(c, c->in[0]);
+  V ok = tpu_ew_to_bool(c, c->in[0]);
+  if (t.rank > 0) {
+    int64_t dims[TPU_MAX_RANK];
+    for (int d = 0; d < t.rank; d++) dims[d] = d;
+    ok = tpu_hlo_reduce(c->f, ok, tpu_hlo_scalar(c->f, TPU_PRED, 0), dims, t.rank, "or");
+  }
+  tpu_op_check(c, ok, TPU_HLO_NONE, TPU_INVALID_ARGUMENT, "%s",
+               n ? msg : "Expected Tensor with single nonzero value, but got zero");
+  tpu_op_set_output(c, ok);
+}
+
 /* ---- select / clamp / fills --------------------------------------------------- */
 
 /* where: inputs (cond, a, b); ints [dtype of a/b].  cond != 0 picks a. */
@@ -413,6 +441,7 @@ const tpu_op_rule_t tpu_rules_elementwise[] = {
     {"le", rule_le, 2, 2},
     {"gt", rule_gt, 2, 2},
     {"ge", rule_ge, 2, 2},
+    {"assert_async", rule_assert_async, 1, 1},
     {"where", rule_where, 3, 3},
     {"masked_fill", rule_masked_fill, 3, 3},
     {"clamp", rule_clamp, 1, 3},

@@ -303,11 +303,13 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
     }
   }
   tpu_status_t st = NULL;
-  if (nlive == 0) goto done;
-  R.flushes++;
-  /* ---- device-side checks: part of the program's structure ---- */
+  /* ---- device-side checks: part of the program's structure; a graph
+   * whose only effect is its checks (an assert_async, an index whose
+   * result nothing holds) still runs, for the error state ---- */
   int nchecks = 0;
   for (int n = 0; n < g->nnodes; n++) nchecks += g->nodes[n].nchecks;
+  if (nlive == 0 && nchecks == 0) goto done;
+  R.flushes++;
   if (nchecks) key = tpu_hash_u64(key, 0xC4EC000000000000ULL + (uint64_t)nchecks);
   int dev = g->device;
   /* ---- donation: an input nothing but this graph holds any more (the old

@@ -12,11 +12,13 @@ go to the CPU fallback.  Kernels return a Call (rule and arguments): the
 registered kernel runs it, and the foreach kernels run the Calls of a whole
 list in one node.
 """
+import functools
+
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from .. import _C
-from .._dispatch import Call, Unsupported, coef, operand, register, supported
+from .._dispatch import Call, Unsupported, coef, operand, register, run, supported
 from .._dtypes import dtype_code, scalar_type_name
 
 # ---- dtype helpers ------------------------------------------------------------
@@ -360,3 +362,49 @@ def addcdiv(self, tensor1, tensor2, *, value=1):
         )
     dt = result_dtype_n(self, tensor1, tensor2)
     return ew("addcdiv", [self, tensor1, tensor2, coef(value, dt)], dt)
+
+
+# ---- assertions on the device (rule "assert_async": a device-side check) ------
+
+
+@functools.lru_cache(maxsize=256)
+def _assert_msg_ints(msg):
+    """The rule's attrs for a message: [nbytes, bytes packed 8 to an int];
+    None for one the check cannot carry as it is (long, or with the
+    payload placeholder "{}" or a NUL): that call runs on CPU."""
+    b = msg.encode("utf-8")
+    if len(b) > 320 or b"{}" in b or b"\0" in b:
+        return None
+    return (len(b),) + tuple(int.from_bytes(b[i:i + 8].ljust(8, b"\0"), "little", signed=True)
+                             for i in range(0, len(b), 8))
+
+
+def _assert_async(self, msg):
+    """torch._assert_async on the device: no host sync; a zero raises
+    RuntimeError (msg, or CPU's message) at the next host wait."""
+    n = self.numel()
+    if n != 1:  # the shape is known on the host: CPU's errors, at the call
+        raise RuntimeError("Boolean value of Tensor with " + ("no values" if n == 0 else "more than one value")
+                           + " is ambiguous")
+    ints = _assert_msg_ints(msg)
+    if ints is None:
+        raise Unsupported("_assert_async: a message the device check cannot carry")
+    if not self.is_complex():
+        supported(self.dtype)
+    run("assert_async", [self], ints)
+
+
+@register("_assert_async")
+def assert_async(self):
+    _assert_async(self, "")
+
+
+@register("_assert_async.msg")
+def assert_async_msg(self, assert_msg):
+    _assert_async(self, assert_msg or "Assertion is failed")  # CPU's text for an empty message
+
+
+@register("_functional_assert_async.msg")
+def functional_assert_async_msg(self, assert_msg, dep_token):
+    _assert_async(self, assert_msg or "Assertion is failed")  # CPU's text for an empty message
+    return dep_token.clone()
