@@ -732,7 +732,9 @@ tpu_status_t tpu_hlo_module_text(tpu_hlo_module_t *m, const char **out_text, siz
     if (r) tpu_strbuf_append(sb, ", ", 2);
     tpu_hlo__type(sb, &f->vals[f->rets[r]].type);
   }
-  tpu_hlo__puts(sb, ") -> ()\n  }\n}\n");
+  tpu_hlo__puts(sb, ") -> ()\n  }\n");
+  tpu_hlo__defs_text(sb, m);
+  tpu_hlo__puts(sb, "}\n");
   if (!tpu_strbuf_ok(sb) || !tpu_strbuf_ok(&f->body))
     return tpu_status_make(TPU_RESOURCE_EXHAUSTED, "module @%s: out of host memory producing text", m->name);
   if (out_text) *out_text = sb->data;

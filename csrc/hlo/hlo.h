@@ -259,6 +259,19 @@ typedef enum { TPU_HLO_NO_TRANSPOSE = 0, TPU_HLO_TRANSPOSE = 1, TPU_HLO_ADJOINT 
 tpu_hlo_value_t tpu_hlo_triangular_solve(tpu_hlo_func_t *f, tpu_hlo_value_t a, tpu_hlo_value_t b, bool left_side,
                                          bool lower, bool unit_diagonal, tpu_hlo_transpose_t transpose_a);
 
+/* ---- calls to module-level functions (hlo_call.c) -----------------------
+ * A custom kernel is a function the user wrote; its text (one or more
+ * `func.func private @...` definitions, symbols already unique) is defined
+ * once per module under `key`, however many calls it gets; the text is
+ * copied.  A second define with the same key is a no-op. */
+void tpu_hlo_module_define(tpu_hlo_func_t *f, uint64_t key, const char *text, size_t len);
+bool tpu_hlo_module_defines(const tpu_hlo_func_t *f, uint64_t key);
+/* "func.call" of @callee (a bare symbol) with results of the given types;
+ * the results' values go to out_results[nres]; returns the first (NONE on
+ * error). */
+tpu_hlo_value_t tpu_hlo_call(tpu_hlo_func_t *f, const char *callee, const tpu_hlo_value_t *args, int nargs,
+                             const tpu_hlo_type_t *res, int nres, tpu_hlo_value_t *out_results);
+
 /* Helpers most rules need. */
 /* Broadcasts x (numpy rules, trailing alignment) to `rank`/`dims`. */
 tpu_hlo_value_t tpu_hlo_broadcast_to(tpu_hlo_func_t *f, tpu_hlo_value_t x, int rank, const int64_t *dims);

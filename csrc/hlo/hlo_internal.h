@@ -48,7 +48,18 @@ struct tpu_hlo_module {
   const char *precision;             /* static string or NULL */
   tpu_hlo_func_t main;
   tpu_strbuf_t text;
+  struct tpu_hlo_def *defs; /* module-level definitions after main (hlo_call.c), newest first */
 };
+
+/* Text defined once at module level (a custom kernel's functions), keyed. */
+typedef struct tpu_hlo_def {
+  struct tpu_hlo_def *next;
+  uint64_t key;
+  size_t len;
+  char *text; /* in the module's arena */
+} tpu_hlo_def_t;
+/* Appends the definitions, oldest first (module text). */
+void tpu_hlo__defs_text(tpu_strbuf_t *sb, const tpu_hlo_module_t *m);
 
 /* ---- shared helpers (hlo.c) ---------------------------------------------- */
 /* True when the function has no error and every operand is a live value;

@@ -16,7 +16,7 @@ static const tpu_op_rule_t *const tpu_rule_tables[] = {
     tpu_rules_optim,       tpu_rules_foreach,     tpu_rules_search,
     tpu_rules_rnn,         tpu_rules_rnn_layer,
     tpu_rules_nonzero,     tpu_rules_cholesky,    tpu_rules_fft,         tpu_rules_complex,
-    tpu_rules_lu,
+    tpu_rules_lu,          tpu_rules_custom,
 };
 
 #define TPU_RULE_MAX 1024

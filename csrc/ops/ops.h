@@ -197,5 +197,6 @@ extern const tpu_op_rule_t tpu_rules_cholesky[];      /* cholesky.c: Cholesky fa
 extern const tpu_op_rule_t tpu_rules_lu[];            /* lu.c: LU factorization with pivots and info */
 extern const tpu_op_rule_t tpu_rules_fft[];           /* fft.c: _fft_c2c / _fft_r2c / _fft_c2r as stablehlo.fft */
 extern const tpu_op_rule_t tpu_rules_complex[];       /* complex.c: abs/angle/conj/real/imag/sgn, complex from parts */
+extern const tpu_op_rule_t tpu_rules_custom[];        /* custom.c: user kernels (StableHLO functions), custom.h */
 
 #endif /* TPU_OPS_OPS_H_ */

@@ -293,6 +293,7 @@ PyObject *tpu_py_engine_module(void) {
   PyModule_AddObject(m, "Unsupported", Unsupported);
   Py_INCREF(NotTpuError);
   PyModule_AddObject(m, "NotTpuError", NotTpuError);
+  if (tpu_py_custom_add(m)) return NULL;
   if (tpu_py_trace_add(m)) return NULL;
   /* what cut a program (flush(why)), as metrics() names them */
   static const struct { const char *name; int code; } cuts[] = {

@@ -15,6 +15,8 @@ PyObject *tpu_py_engine_module(void);
 PyObject *tpu_py_raise_status(tpu_status_t st);
 /* The class raised for TPU_RESOURCE_EXHAUSTED (torch.OutOfMemoryError). */
 void tpu_py_set_oom_error(PyObject *cls);
+/* Adds the user-kernel functions (custom.c) to the module; -1 on error. */
+int tpu_py_custom_add(PyObject *m);
 /* Adds the engine timeline's functions (trace_py.c); -1 on error. */
 int tpu_py_trace_add(PyObject *m);
 

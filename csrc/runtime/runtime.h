@@ -248,4 +248,9 @@ tpu_status_t tpu_rt_flush_block(int min_nodes);
 tpu_status_t tpu_rt_synchronize(void);
 int tpu_rt_pending_nodes(void);
 
+/* Compiles user kernel `id` (ops/custom.h) alone once, so a kernel that does
+ * not parse or compile fails here, naming itself and its input types, not
+ * inside a fused program (runtime/custom.c).  Records nothing. */
+tpu_status_t tpu_rt_custom_kernel_check(int64_t id);
+
 #endif /* TPU_RUNTIME_RUNTIME_H_ */
