@@ -160,6 +160,25 @@ test: build
 	@$(MAKE) --no-print-directory valgrind
 	@$(MAKE) --no-print-directory test-py
 
+# User kernels through JAX (issue 27): requirements-jax.txt goes into
+# build/jax-site (pip --target, the pins only), on PYTHONPATH for these
+# runs alone: in .venv, scipy would turn on reference checks of PyTorch's
+# OpInfo suite that `make test` runs.  `make test` runs the StableHLO half
+# of tests/python/test_custom_kernels.py; the JAX tests skip there, naming
+# this target.
+JAX_SITE := $(BUILD)/jax-site
+JAX_STAMP := $(JAX_SITE)/.installed
+$(JAX_STAMP): requirements-jax.txt | $(BASE_STAMP)
+	rm -rf $(JAX_SITE)
+	$(VPY) -m pip install -q --disable-pip-version-check --no-deps --target $(JAX_SITE) -r requirements-jax.txt
+	touch $@
+.PHONY: test-kernels
+test-kernels: build $(JAX_STAMP)
+	@for m in $(TEST_MODES); do echo "== custom kernels with JAX, eager mode $$m"; \
+	  PYTHONPATH=$(JAX_SITE) TORCH_TPU_EAGER_MODE=$$m $(VPY) -m pytest -q -x -p no:cacheprovider \
+	    tests/python/test_custom_kernels.py || exit $$?; done
+	PYTHONPATH=$(JAX_SITE) TORCH_TPU_EAGER_MODE=fused $(VPY) examples/custom_rmsnorm.py
+
 # The fault suite (issue 28): dead ranks, restarts, a killed cache writer,
 # op fuzzing; each test runs its processes under deadlines.  Not in `make
 # test` (it takes minutes): CI runs it when time allows.

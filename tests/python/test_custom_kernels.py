@@ -396,3 +396,24 @@ def test_pallas_kernel_in_interpret_mode(tpu):
     op = L.jax_op(_name("pallas"), f)
     a, b = torch.randn(8, 128), torch.randn(8, 128)
     _close(op(a.to(tpu), b.to(tpu)) - 1, a * b + 1 - 1)
+
+
+# ---- the example: a Hugging Face Llama with the RMSNorm kernels ----------------------------
+
+
+def test_example_llama_with_rmsnorm_kernels_equals_stock_model(tpu):
+    pytest.importorskip("transformers", reason="the example's model is a Hugging Face Llama")
+    import copy
+    import importlib.util as iu
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "custom_rmsnorm.py"
+    spec = iu.spec_from_file_location("custom_rmsnorm_example", path)
+    ex = iu.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    ids = torch.randint(0, 128, (2, 8))
+    stock = ex.tiny_llama()
+    want = ex.loss_and_grads(stock, ids)
+    custom = copy.deepcopy(stock)
+    assert ex.swap_rmsnorm(custom, ex.rmsnorm_fwd) == 5
+    ex.compare("custom on CPU", ex.loss_and_grads(custom, ids), want)
+    ex.compare("custom on tpu", ex.loss_and_grads(custom.to(tpu), ids.to(tpu)), want)
