@@ -38,6 +38,13 @@ def __getattr__(name):
         from . import comm
 
         return comm
+    if name == "memory":  # torch.tpu.memory, as torch.cuda.memory (snapshots: torch_tpu/memory.py)
+        import sys
+
+        from . import memory
+
+        sys.modules.setdefault("torch.tpu.memory", memory)
+        return memory
     if name == "default_generators":
         return tuple(_C.default_generator(i) for i in range(max(device_count(), 1)))
     raise AttributeError(f"module 'torch.tpu' has no attribute '{name}'")

@@ -104,6 +104,40 @@ static int64_t capacity_locked(int device) {
   return capacity[device];
 }
 
+/* " Largest live allocations: 64.0 MiB at 0x..., ..." (the five largest
+ * storages of device holding a value, by the address PyTorch sees as
+ * data_ptr()), or "" (runtime lock held). */
+static void largest_live(int device, char *out, size_t n) {
+  enum { TOP = 5 };
+  size_t size[TOP] = {0};
+  uint64_t addr[TOP] = {0};
+  int k = 0;
+  for (tpu_storage_t *s = R.storages; s; s = s->live_next) {
+    if (s->device != device || !s->value) continue;
+    size_t b = (size_t)s->numel * tpu_dtype_size(s->dtype);
+    int at = k < TOP ? k : TOP;
+    while (at > 0 && size[at - 1] < b) at--;
+    if (at >= TOP) continue;
+    int last = k < TOP ? k : TOP - 1;
+    for (int j = last; j > at; j--) {
+      size[j] = size[j - 1];
+      addr[j] = addr[j - 1];
+    }
+    size[at] = b;
+    addr[at] = atomic_load_explicit(&s->address, memory_order_relaxed);
+    if (k < TOP) k++;
+  }
+  out[0] = 0;
+  if (!k) return;
+  size_t len = (size_t)snprintf(out, n, " Largest live allocations:");
+  for (int i = 0; i < k && len < n; i++) {
+    char b[32];
+    fmt_bytes((int64_t)size[i], b, sizeof(b));
+    len += (size_t)snprintf(out + len, n - len, "%s %s at 0x%llx", i ? "," : "", b, (unsigned long long)addr[i]);
+  }
+  if (len < n) snprintf(out + len, n - len, " (torch.tpu.memory._snapshot() names where each was made).");
+}
+
 /* Refuses an allocation of `request` bytes that would pass the device's
  * limit (set_per_process_memory_fraction, or its whole capacity), with
  * CUDA's message shape; the engine maps it to torch.OutOfMemoryError. */
@@ -121,10 +155,12 @@ tpu_status_t memory_check(int device, int64_t request, const char *what) {
   fmt_bytes(total, b, sizeof(b));
   fmt_bytes(ms.bytes_in_use, c, sizeof(c));
   fmt_bytes(limit, d, sizeof(d));
+  char largest[400];
+  largest_live(device, largest, sizeof(largest));
   return tpu_status_make(TPU_RESOURCE_EXHAUSTED,
                          "tpu out of memory (%s). Tried to allocate %s. tpu:%d has a total capacity of %s; this "
-                         "process holds %s in device buffers and may use %s.",
-                         what, a, device, b, c, d);
+                         "process holds %s in device buffers and may use %s.%s",
+                         what, a, device, b, c, d, largest);
 }
 
 void tpu_rt_memory_reset_peak(int device) { tpu_pjrt_memory_reset_peak(device); }

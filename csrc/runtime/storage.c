@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "runtime/runtime_internal.h"
+#include "runtime/storage_list.h"
 
 /* ---- values ------------------------------------------------------------------ */
 
@@ -317,4 +318,19 @@ tpu_status_t check_view(tpu_storage_t *s, const tpu_view_t *view) {
                              tpu_dtype_name(view->dtype), tpu_dtype_name(s->dtype), (long long)s->numel);
   }
   return NULL;
+}
+
+/* ---- the live storages (storage_list.h) ---- */
+int tpu_rt_storages_live(tpu_rt_storage_info_t *out, int max) {
+  int n = 0;
+  LOCK();
+  for (tpu_storage_t *s = R.storages; s; s = s->live_next) {
+    uint64_t a = atomic_load_explicit(&s->address, memory_order_relaxed);
+    if (!a) continue;
+    if (n < max)
+      out[n] = (tpu_rt_storage_info_t){a, (size_t)s->numel * tpu_dtype_size(s->dtype), s->device, s->value != NULL};
+    n++;
+  }
+  UNLOCK();
+  return n;
 }

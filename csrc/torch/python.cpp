@@ -15,6 +15,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include "torch/memory_history.h"
 #include "torch/tpu_torch.h"
 
 extern "C" {
@@ -707,6 +708,7 @@ PyMODINIT_FUNC PyInit__C(void) {
   PyObject* m = tpu_py_engine_module();
   if (!m) return nullptr;
   if (PyModule_AddFunctions(m, torch_tpu::torch_methods) < 0) return nullptr;
+  if (PyModule_AddFunctions(m, torch_tpu::memory_history_methods) < 0) return nullptr;
   torch_tpu::g_fast_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&torch_tpu::fast_spec));
   if (!torch_tpu::g_fast_type) return nullptr;
   torch_tpu::g_not_tpu = PyObject_GetAttrString(m, "NotTpuError");

@@ -14,6 +14,7 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
 
+#include "torch/memory_history.h"
 #include "torch/tpu_torch.h"
 
 namespace torch_tpu {
@@ -40,11 +41,16 @@ c10::Device device_from_ptr(const void* p) {
   return c10::Device(kTpu, static_cast<c10::DeviceIndex>(a - 1));
 }
 
-static void release_storage(void* ctx) { tpu_storage_release(static_cast<tpu_storage_t*>(ctx)); }
+static void release_storage(void* ctx) {
+  if (g_memory_history_on.load(std::memory_order_relaxed)) memory_history_free(ctx);
+  tpu_storage_release(static_cast<tpu_storage_t*>(ctx));
+}
 
 c10::DataPtr make_data_ptr(tpu_storage_t* s, c10::DeviceIndex device, size_t nbytes) {
   void* address = fake_address(device, nbytes);
   tpu_storage_set_address(s, reinterpret_cast<uint64_t>(address));
+  if (g_memory_history_on.load(std::memory_order_relaxed))
+    memory_history_alloc(s, reinterpret_cast<uint64_t>(address), nbytes, device);
   return c10::DataPtr(address, s, &release_storage, c10::Device(kTpu, device));
 }
 
