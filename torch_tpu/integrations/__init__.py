@@ -88,9 +88,10 @@ def install():
     global _finder
     if _finder is not None:
         return
-    from . import accelerate, generation, transformers  # noqa: F401  (each registers its patches)
+    from . import accelerate, flex_attention, generation, transformers  # noqa: F401  (each registers its patches)
 
     accelerate.register_all(register)
+    flex_attention.register_all(register)
     transformers.register_all(register)
     generation.register_all(register)
     _finder = _Finder()
