@@ -39,6 +39,9 @@ taken in the same process, one after the other):
                GB/s for 1/16/64 MiB, tpu_dist (host transport) vs gloo on CPU
                tensors; DDP step of the bench GPT, 2 processes vs 1
                (per-sample throughput ratio)
+  kernels      the bench GPT with RMSNorm for LayerNorm (bench/kernels.py):
+               the custom-op RMSNorm kernel of examples/custom_rmsnorm.py vs
+               the same norm in built-in ops, fused training step, same run
   first        (a group: first_smollm2, first_sd, first_wlm, first_lstmcell,
                first_nanogpt, first_clone; bench/first.py) cold start and
                loops that used to recompile: a fresh process on an empty
@@ -69,12 +72,12 @@ REPO = os.path.dirname(BENCH)
 QUICK = os.environ.get("TORCH_TPU_BENCH_QUICK", "") not in ("", "0")
 
 FIRST = ["first_smollm2", "first_sd", "first_wlm", "first_lstmcell", "first_nanogpt", "first_clone"]
-SECTIONS = ["op_latency", "chain", "chain_arith", "train", "device_checks", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm"] + FIRST
+SECTIONS = ["op_latency", "chain", "chain_arith", "train", "device_checks", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm", "kernels"] + FIRST
 # names --only accepts for several sections
 GROUPS = {"first": FIRST}
 # seconds each section may take before it is killed (full mode; quick: /2)
 LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "device_checks": 420, "startup": 300, "memory": 240,
-          "import": 240, "transfer": 180, "pjrt": 180, "hf": 1500, "dist": 900, "lstm": 600,
+          "import": 240, "transfer": 180, "pjrt": 180, "hf": 1500, "dist": 900, "lstm": 600, "kernels": 300,
           # bench/first.py: fresh processes that compile everything (tens of seconds each, several per
           # section); first_clone: `make demo` in a fresh clone gets 15 minutes
           "first_smollm2": 2400, "first_sd": 1200, "first_wlm": 1200, "first_lstmcell": 1200,
@@ -680,6 +683,13 @@ def sec_lstm():
     return lstm.sec_lstm(torch, QUICK)
 
 
+def sec_kernels():
+    torch = _torch()
+    sys.path.insert(0, BENCH)
+    import kernels
+    return kernels.measure(torch, 5 if QUICK else 10)
+
+
 def _sec_first(name):
     def sec():
         torch = _torch()
@@ -689,7 +699,7 @@ def _sec_first(name):
     return sec
 
 
-FUNCS = {"lstm": sec_lstm, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "device_checks": sec_device_checks, "startup": sec_startup,
+FUNCS = {"lstm": sec_lstm, "kernels": sec_kernels, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "device_checks": sec_device_checks, "startup": sec_startup,
          "memory": sec_memory, "import": sec_import, "transfer": sec_transfer, "pjrt": sec_pjrt, "dist": sec_dist,
          **{name: _sec_first(name) for name in FIRST}}
 
@@ -924,6 +934,12 @@ def markdown(results):
         sys.path.insert(0, BENCH)
         import lstm
         rows.extend(lstm.markdown_rows(lsr, _cell))
+
+    ksr = R.get("kernels", {})
+    if ksr:
+        sys.path.insert(0, BENCH)
+        import kernels
+        rows.extend(kernels.markdown_rows(ksr, _cell))
 
     if any(k in R for k in FIRST):
         sys.path.insert(0, BENCH)
