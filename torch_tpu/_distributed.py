@@ -101,6 +101,7 @@ def register():
         # with no backend named, cpu gets gloo (below).
         Backend.register_backend(name, _create_backend, extended_api=True, devices=["tpu", "cpu"])
     _default_config_adds_cpu()
+    _set_pg_timeout_knows_tpu_dist()
 
 
 def _default_config_adds_cpu():
@@ -124,3 +125,51 @@ def _default_config_adds_cpu():
 
     __init__._tpu_adds_cpu = True
     cls.__init__ = __init__
+
+
+def _tpu_dist_backends(group):
+    """The tpu_dist backends of a process group (one object per device type
+    it serves: tpu, and cpu when the group was made with "tpu_dist")."""
+    out = []
+    for dev in group._device_types:
+        try:
+            b = group._get_backend(dev)
+        except RuntimeError:
+            continue
+        if b.name() == "tpu_dist" and all(b is not o for o in out):
+            out.append(b)
+    return out
+
+
+def _set_pg_timeout_knows_tpu_dist():
+    """torch.distributed.distributed_c10d._set_pg_timeout (what TorchTitan
+    and torchrun's agent call to change a group's timeout after it is made)
+    sets the timeout of gloo and NCCL backends only, and warns "Set timeout
+    is now only supported for either nccl or gloo" for any other.  PyTorch
+    offers no hook for another backend, so the function is wrapped: PyTorch's
+    own runs first (it checks the group and sets gloo's / NCCL's), then the
+    group's tpu_dist backends get the timeout through c10d's
+    Backend.set_timeout (c10d_backend.cpp setTimeout: the backend's options
+    and its gloo context, which bounds every host collective), and the
+    warning is not shown for a group that has one."""
+    import warnings
+    from torch.distributed import distributed_c10d as c10d
+
+    original = c10d._set_pg_timeout
+    if getattr(original, "_tpu_dist", False):
+        return
+
+    def _set_pg_timeout(timeout, group=None):
+        g = c10d._get_default_group() if group is None else group
+        ours = [] if c10d._rank_not_in_group(g) else _tpu_dist_backends(g)
+        with warnings.catch_warnings():
+            if ours:
+                warnings.filterwarnings("ignore", message="Set timeout is now only supported")
+            original(timeout, group)
+        for b in ours:
+            b.set_timeout(timeout)
+
+    _set_pg_timeout.__doc__ = (original.__doc__ or "") + "\n    (torch_tpu: tpu_dist backends too.)"
+    _set_pg_timeout.__wrapped__ = original
+    _set_pg_timeout._tpu_dist = True
+    c10d._set_pg_timeout = _set_pg_timeout
