@@ -41,6 +41,7 @@ _ONLY_IN = {
     "test_cache_security.py": ("strict",),
     "test_compile.py": ("strict",),
     "test_distributed.py": ("strict",),
+    "test_dist_timeout.py": ("strict",),
     "test_multi_device.py": ("strict",),
     "test_comm.py": ("strict",),
     "test_hf_loading.py": ("strict",),
