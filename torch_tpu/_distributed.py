@@ -25,6 +25,7 @@ TORCH_TPU_DIST_CHECK=0 turns off the per-collective agreement check (ranks
 exchange op, dtype and shape first and raise one clear error on a mismatch).
 """
 import os
+import socket
 
 import torch
 
@@ -68,12 +69,22 @@ def _create_host_backend(dist_opts):
     from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo
 
     rank, size, timeout = dist_opts.group_rank, dist_opts.group_size, dist_opts.timeout
+    # who is who: a failed collective names the peers whose process is gone
+    # (c10d_backend.cpp, "a failed peer, named"); published before gloo's
+    # rendezvous, so every rank's entry is there once it returns
+    peers = PrefixStore("tpu_dist_peer/", dist_opts.store)
+    peers.set(str(rank), f"{socket.gethostname()} {os.getpid()}")
     # the host collectives get their own gloo context on the group's store
     host = ProcessGroupGloo(PrefixStore("tpu_dist_host/", dist_opts.store), rank, size, timeout)
     host.options.global_ranks_in_group = list(dist_opts.global_ranks_in_group)
     host.options.group_name = dist_opts.group_id
+    hosts, pids = [], []
+    for r in range(size):
+        h, p = peers.get(str(r)).decode().rsplit(" ", 1)
+        hosts.append(h)
+        pids.append(int(p))
     return _C._tpu_dist_host_backend(host, rank, size, timeout.total_seconds(), dist_opts.group_id,
-                                     _check_enabled())
+                                     _check_enabled(), hosts, pids, list(dist_opts.global_ranks_in_group))
 
 
 def _create_xla_backend(dist_opts, backend_opts):

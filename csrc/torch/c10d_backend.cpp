@@ -31,9 +31,12 @@
 #include <Python.h>
 
 #include <atomic>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <sstream>
+
+#include <unistd.h>
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -192,6 +195,101 @@ c10d::AllreduceOptions wire_allreduce(const c10d::AllreduceOptions& o, const Red
   return w;
 }
 
+// ---- a failed peer, named ---------------------------------------------------------------------------
+// Gloo reports a dead peer as "Connection closed by peer [addr]:port" (or a
+// timeout): true, but it names no rank.  Every rank publishes "<host> <pid>"
+// on the group's store when the group is made (torch_tpu/_distributed.py);
+// when a collective fails, the ranks on this host whose process is gone (or a
+// zombie) are named in the error, which is raised as DistBackendError (the
+// type NCCL's watchdog raises; a RuntimeError).  No store access at failure
+// time: the store's host may be the rank that died.
+
+struct Peers {
+  int rank = 0;
+  std::string group;
+  std::vector<int64_t> global_ranks;  // group rank -> global rank (empty: the same)
+  std::vector<std::string> hosts;
+  std::vector<int64_t> pids;
+};
+
+bool process_gone(int64_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  if (!f) return true;
+  std::string line;
+  std::getline(f, line);
+  size_t close = line.rfind(')');  // "pid (comm) S ..."
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  char state = line[close + 2];
+  return state == 'Z' || state == 'X';
+}
+
+std::string peer_report(const Peers& p) {
+  if (p.pids.empty()) return "";
+  char me[256] = {0};
+  gethostname(me, sizeof(me) - 1);
+  std::ostringstream dead;
+  int ndead = 0, other_hosts = 0;
+  // a killed process closes its sockets before it is a zombie: the error can
+  // come first, so look again for up to a second before saying none died
+  for (int tries = 0; tries < 100; tries++) {
+    bool any = false;
+    for (size_t r = 0; r < p.pids.size() && !any; r++)
+      any = static_cast<int>(r) != p.rank && p.hosts[r] == me && process_gone(p.pids[r]);
+    if (any) break;
+    usleep(10000);
+  }
+  for (size_t r = 0; r < p.pids.size(); r++) {
+    if (static_cast<int>(r) == p.rank) continue;
+    if (p.hosts[r] != me) {
+      other_hosts++;
+      continue;
+    }
+    if (!process_gone(p.pids[r])) continue;
+    int64_t g = r < p.global_ranks.size() ? p.global_ranks[r] : static_cast<int64_t>(r);
+    dead << (ndead++ ? ", " : "") << "rank " << g << " (pid " << p.pids[r] << ")";
+  }
+  std::ostringstream msg;
+  if (ndead) msg << "peer " << dead.str() << (ndead > 1 ? " have" : " has") << " died";
+  else msg << "no peer process on this host has died";
+  if (other_hosts) msg << " (" << other_hosts << " peer(s) on other hosts not checked)";
+  return msg.str();
+}
+
+// The error of a failed collective, with the dead peers named (once: an
+// error already explained passes through).
+std::exception_ptr explain(const std::shared_ptr<const Peers>& peers, const char* what, std::exception_ptr e) {
+  if (!peers || !e) return e;
+  std::string cause;
+  try {
+    std::rethrow_exception(e);
+  } catch (const c10::Error& x) {
+    cause = x.what_without_backtrace();
+  } catch (const std::exception& x) {
+    cause = x.what();
+  } catch (...) {
+    return e;
+  }
+  if (cause.rfind("tpu_dist: ", 0) == 0) return e;
+  std::ostringstream msg;
+  msg << "tpu_dist: " << what << " failed on rank ";
+  int64_t g = static_cast<size_t>(peers->rank) < peers->global_ranks.size() ? peers->global_ranks[peers->rank]
+                                                                             : peers->rank;
+  msg << g << " of group " << (peers->group.empty() ? "?" : peers->group) << " (" << peers->pids.size()
+      << " ranks): " << peer_report(*peers) << ". The group is broken; destroy it (or exit) and restart. Cause: "
+      << cause;
+  try {
+    C10_THROW_ERROR(DistBackendError, msg.str());
+  } catch (...) {
+    return std::current_exception();
+  }
+  return e;
+}
+
+[[noreturn]] void rethrow_explained(const std::shared_ptr<const Peers>& peers, const char* what,
+                                    std::exception_ptr e) {
+  std::rethrow_exception(explain(peers, what, e));
+}
+
 // ---- the Work -----------------------------------------------------------------------------------
 // Completes when every host work has completed and the results are written
 // into the tpu tensors.  Host works with a future (gloo's collectives) chain
@@ -201,8 +299,10 @@ c10d::AllreduceOptions wire_allreduce(const c10d::AllreduceOptions& o, const Red
 // Completes a TpuWork's future when the last of its host futures has: the
 // write-back runs then, on the thread that completed it.
 struct Completion {
-  Completion(FuturePtr fut, std::function<void()> writeback, std::vector<at::Tensor> results, size_t parts)
-      : fut(std::move(fut)), writeback(std::move(writeback)), results(std::move(results)), left(parts) {}
+  Completion(FuturePtr fut, std::function<void()> writeback, std::vector<at::Tensor> results, size_t parts,
+             std::shared_ptr<const Peers> peers, OpType type)
+      : fut(std::move(fut)), writeback(std::move(writeback)), results(std::move(results)), left(parts),
+        peers(std::move(peers)), type(type) {}
 
   void arrive(c10::ivalue::Future& part) {
     {
@@ -218,7 +318,7 @@ struct Completion {
       }
     }
     writeback = nullptr;  // host tensors freed now
-    if (err) fut->setError(err);
+    if (err) fut->setError(explain(peers, c10d::opTypeToString(type).c_str(), err));
     else fut->markCompleted(c10::IValue(results));
   }
 
@@ -228,13 +328,16 @@ struct Completion {
   size_t left;
   std::exception_ptr err;
   std::mutex mu;
+  std::shared_ptr<const Peers> peers;
+  OpType type;
 };
 
 class TpuWork final : public c10d::Work {
  public:
   TpuWork(int rank, OpType type, std::vector<WorkPtr> host, std::function<void()> writeback,
-          std::vector<at::Tensor> results)
+          std::vector<at::Tensor> results, std::shared_ptr<const Peers> peers = nullptr)
       : c10d::Work(rank, type),
+        peers_(std::move(peers)),
         host_(std::move(host)),
         writeback_(std::move(writeback)),
         results_(std::move(results)),
@@ -258,7 +361,7 @@ class TpuWork final : public c10d::Work {
     } else if (!futs.empty()) {
       chained_ = true;
       // the callback holds what it needs, not the Work (the Work may be dropped)
-      auto done = std::make_shared<Completion>(fut_, std::move(writeback_), results_, futs.size());
+      auto done = std::make_shared<Completion>(fut_, std::move(writeback_), results_, futs.size(), peers_, type);
       for (auto& f : futs) f->addCallback([done](c10::ivalue::Future& part) { done->arrive(part); });
     }
   }
@@ -296,7 +399,11 @@ class TpuWork final : public c10d::Work {
   std::vector<at::Tensor> result() override { return results_; }
 
   bool wait(std::chrono::milliseconds timeout) override {
-    for (auto& w : host_) w->wait(timeout);  // throws on error or timeout
+    try {
+      for (auto& w : host_) w->wait(timeout);  // throws on error or timeout
+    } catch (...) {
+      rethrow_explained(peers_, c10d::opTypeToString(opType_).c_str(), std::current_exception());
+    }
     if (!chained_) finish_now();
     fut_->wait();
     if (fut_->hasError()) std::rethrow_exception(fut_->exception_ptr());
@@ -323,6 +430,7 @@ class TpuWork final : public c10d::Work {
     fut_->markCompleted(c10::IValue(results_));
   }
 
+  std::shared_ptr<const Peers> peers_;
   std::vector<WorkPtr> host_;
   std::function<void()> writeback_;
   std::vector<at::Tensor> results_;
@@ -338,8 +446,8 @@ constexpr int kFp = 16;  // fingerprint: op, reduce op, root, dtype, ndim, numel
 class TpuDistBackend final : public c10d::Backend {
  public:
   TpuDistBackend(c10::intrusive_ptr<c10d::Backend> host, int rank, int size, std::chrono::milliseconds timeout,
-                 std::string group_name, bool check)
-      : c10d::Backend(rank, size), host_(std::move(host)), check_(check) {
+                 std::string group_name, bool check, std::shared_ptr<const Peers> peers)
+      : c10d::Backend(rank, size), host_(std::move(host)), check_(check), peers_(std::move(peers)) {
     options_ = c10::make_intrusive<Options>("tpu_dist", timeout);
     options_->group_name = std::move(group_name);
   }
@@ -367,7 +475,7 @@ class TpuDistBackend final : public c10d::Backend {
     std::vector<WorkPtr> works = std::move(coalesced_);
     coalesced_.clear();
     return c10::make_intrusive<TpuWork>(rank_, OpType::COALESCED, std::move(works), nullptr,
-                                        std::vector<at::Tensor>{});
+                                        std::vector<at::Tensor>{}, peers_);
   }
 
   // ---- reductions ----
@@ -848,7 +956,8 @@ class TpuDistBackend final : public c10d::Backend {
   // Returns the tracked Work, or adds it to the open coalescing block.
   WorkPtr track(OpType type, std::vector<WorkPtr> host, std::function<void()> writeback,
                 std::vector<at::Tensor> results) {
-    WorkPtr w = c10::make_intrusive<TpuWork>(rank_, type, std::move(host), std::move(writeback), std::move(results));
+    WorkPtr w = c10::make_intrusive<TpuWork>(rank_, type, std::move(host), std::move(writeback), std::move(results),
+                                             peers_);
     if (coalescing_) coalesced_.push_back(w);
     return w;
   }
@@ -856,9 +965,9 @@ class TpuDistBackend final : public c10d::Backend {
   WorkPtr combine(OpType type, std::vector<WorkPtr> works, std::vector<at::Tensor> results) {
     if (coalescing_) {
       // the parts are already in the block
-      return c10::make_intrusive<TpuWork>(rank_, type, std::vector<WorkPtr>{}, nullptr, std::move(results));
+      return c10::make_intrusive<TpuWork>(rank_, type, std::vector<WorkPtr>{}, nullptr, std::move(results), peers_);
     }
-    return c10::make_intrusive<TpuWork>(rank_, type, std::move(works), nullptr, std::move(results));
+    return c10::make_intrusive<TpuWork>(rank_, type, std::move(works), nullptr, std::move(results), peers_);
   }
 
   WorkPtr recv_impl(std::vector<at::Tensor>& tensors, const std::function<WorkPtr(std::vector<at::Tensor>&)>& post,
@@ -915,7 +1024,7 @@ class TpuDistBackend final : public c10d::Backend {
     if (!check_ || size_ == 1) return;
     at::Tensor mine = at::empty({kFp}, at::kLong);
     fingerprint(mine.data_ptr<int64_t>(), op, redop, root, ts);
-    gather_rows(mine, [&](const std::vector<at::Tensor>& all) {
+    gather_rows(name, mine, [&](const std::vector<at::Tensor>& all) {
       bool same = true;
       for (auto& r : all) same = same && at::equal(r, mine);
       if (same) return;
@@ -936,7 +1045,7 @@ class TpuDistBackend final : public c10d::Backend {
       p[j] = send[j];
       p[size_ + j] = recv[j];
     }
-    gather_rows(mine, [&](const std::vector<at::Tensor>& all) {
+    gather_rows(name, mine, [&](const std::vector<at::Tensor>& all) {
       for (int i = 0; i < size_; i++)
         for (int j = 0; j < size_; j++) {
           int64_t sent = all[i].data_ptr<int64_t>()[j], expected = all[j].data_ptr<int64_t>()[size_ + i];
@@ -946,18 +1055,25 @@ class TpuDistBackend final : public c10d::Backend {
     });
   }
 
-  void gather_rows(const at::Tensor& mine, const std::function<void(const std::vector<at::Tensor>&)>& judge) {
+  void gather_rows(const char* name, const at::Tensor& mine,
+                   const std::function<void(const std::vector<at::Tensor>&)>& judge) {
     std::vector<std::vector<at::Tensor>> outs(1);
     for (int r = 0; r < size_; r++) outs[0].push_back(at::empty_like(mine));
     std::vector<at::Tensor> in{mine};
     c10d::AllgatherOptions o;
-    host_->allgather(outs, in, o)->wait();
+    try {
+      host_->allgather(outs, in, o)->wait();
+    } catch (...) {
+      std::string what = std::string(name) + " (its agreement check)";
+      rethrow_explained(peers_, what.c_str(), std::current_exception());
+    }
     judge(outs[0]);
   }
 
   c10::intrusive_ptr<c10d::Backend> host_;
   c10::intrusive_ptr<Options> options_;
   bool check_;
+  std::shared_ptr<const Peers> peers_;
   bool coalescing_ = false;
   std::vector<WorkPtr> coalesced_;
 };
@@ -991,14 +1107,27 @@ int c10d_register(PyObject* module) {
     m.def(
         "_tpu_dist_host_backend",
         [](c10::intrusive_ptr<c10d::Backend> host, int rank, int size, double timeout_s, std::string group_name,
-           bool check) -> c10::intrusive_ptr<c10d::Backend> {
+           bool check, std::vector<std::string> peer_hosts, std::vector<int64_t> peer_pids,
+           std::vector<int64_t> global_ranks) -> c10::intrusive_ptr<c10d::Backend> {
           TORCH_CHECK(host, "tpu_dist: no host backend");
           auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0));
+          std::shared_ptr<const Peers> peers;
+          if (peer_pids.size() == static_cast<size_t>(size) && peer_hosts.size() == peer_pids.size()) {
+            auto p = std::make_shared<Peers>();
+            p->rank = rank;
+            p->group = group_name;
+            p->hosts = std::move(peer_hosts);
+            p->pids = std::move(peer_pids);
+            if (global_ranks.size() == static_cast<size_t>(size)) p->global_ranks = std::move(global_ranks);
+            peers = std::move(p);
+          }
           return c10::make_intrusive<TpuDistBackend>(std::move(host), rank, size, timeout, std::move(group_name),
-                                                     check);
+                                                     check, std::move(peers));
         },
         pybind11::arg("host"), pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout_s"),
         pybind11::arg("group_name"), pybind11::arg("check") = true,
+        pybind11::arg("peer_hosts") = std::vector<std::string>{}, pybind11::arg("peer_pids") = std::vector<int64_t>{},
+        pybind11::arg("global_ranks") = std::vector<int64_t>{},
         "The tpu_dist c10d backend over a host backend (gloo): tpu tensors staged through host memory.");
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_ImportError, e.what());
