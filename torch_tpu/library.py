@@ -304,7 +304,9 @@ def _mangle(text, entry, name):
 
 
 def _metas(xs):
-    return tuple((tuple(x.shape), x.dtype) for x in xs)
+    # kernels have static shapes: a symbolic size (torch.compile's dynamic
+    # shapes) is specialized here (int() guards on its value)
+    return tuple((tuple(int(d) for d in x.shape), x.dtype) for x in xs)
 
 
 def _types_str(metas):
@@ -374,9 +376,10 @@ class _Kernel:
     def run(self, xs):
         from . import _dispatch
         for x in xs:
-            if not isinstance(x, torch.Tensor) or x.device.type != "tpu":
-                raise RuntimeError(f"custom kernel '{self.name}': every input must be a tpu tensor, got "
-                                   + (str(x.device) if isinstance(x, torch.Tensor) else type(x).__name__))
+            if x.device.type != "tpu":
+                dev = next(y.device for y in xs if y.device.type == "tpu")
+                raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
+                                   f"{dev} and {x.device}! (custom kernel '{self.name}')")
         v = self.variant(_metas(xs))
         return _dispatch.run("custom_kernel", list(xs), [v.id])
 

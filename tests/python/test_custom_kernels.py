@@ -417,3 +417,30 @@ def test_example_llama_with_rmsnorm_kernels_equals_stock_model(tpu):
     assert ex.swap_rmsnorm(custom, ex.rmsnorm_fwd) == 5
     ex.compare("custom on CPU", ex.loss_and_grads(custom, ids), want)
     ex.compare("custom on tpu", ex.loss_and_grads(custom.to(tpu), ids.to(tpu)), want)
+
+
+def test_views_and_mixed_devices(tpu):
+    op = L.stablehlo_op(_name("rms_views"), FIXED)
+    big, w = torch.randn(8, 4), torch.randn(8)
+    # a transposed view is read as the kernel's [4, 8] argument
+    _close(op(big.to(tpu).t(), w.to(tpu)), rms_ref(big.t(), w))
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        op(big.t().contiguous().to(tpu), w)
+
+
+def test_opcheck(tpu):
+    # PyTorch's own custom-op checks: schema, fake kernel, autograd registration, AOT dispatch
+    op = L.stablehlo_op(_name("rms_opcheck"), rms_text, reference=rms_ref)
+    _rms_backward_setup(op)
+    x = torch.randn(3, 8, device=tpu, requires_grad=True)
+    w = torch.randn(8, device=tpu, requires_grad=True)
+    # (its test_autograd_registration is not implemented for devices but CPU/CUDA/XPU)
+    torch.library.opcheck(op, (x, w), test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+
+def test_compiled_with_dynamic_shapes_specializes_the_kernel(tpu):
+    op = L.stablehlo_op(_name("rms_dyn"), rms_text)
+    cf = torch.compile(lambda x, w: op(x + 1, w) * 2, backend="tpu", fullgraph=True, dynamic=True)
+    for rows in (3, 5, 6):
+        x, w = torch.randn(rows, 16), torch.randn(16)
+        _close(cf(x.to(tpu), w.to(tpu)), rms_ref(x + 1, w) * 2)
