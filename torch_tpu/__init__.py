@@ -70,3 +70,10 @@ from ._dispatch import fallback_counts  # noqa: E402
 from .integrations import install as _install_integrations  # noqa: E402
 
 _install_integrations()
+
+# TORCH_TPU_TRANSFER=1: programs written for CUDA run on tpu unchanged (for
+# launchers such as torchrun; `python -m torch_tpu.run` does the same).
+import os as _os  # noqa: E402
+
+if _os.environ.get("TORCH_TPU_TRANSFER", "").strip() not in ("", "0"):
+    from . import transfer as _transfer  # noqa: F401,E402  (applies the mapping)
