@@ -295,8 +295,14 @@ def _mangle(text, entry, name):
     # every function private (the program's only public function is @main)
     body = re.sub(r"func\.func\s+(public\s+|nested\s+)?@", "func.func private @", body)
     body = re.sub(r"(sym_visibility\s*=\s*\")public\"", r'\1private"', body)
-    body = re.sub(r"\"func\.func\"\s*\(\s*\)\s*<\{(?![^}]*sym_visibility)", '"func.func"() <{sym_visibility = "private", ',
-                  body)
+    out, i = [], 0
+    for m in re.finditer(r"\"func\.func\"\s*\(\s*\)\s*<\{", body):
+        props = body[m.end():_match(body, m.end() - 1, "{", "}") - 1]
+        out.append(body[i:m.end()])
+        if not re.search(r"\bsym_visibility\s*=", props):
+            out.append('sym_visibility = "private", ')
+        i = m.end()
+    body = "".join(out) + body[i:]
     return body.strip() + "\n", tag + ef.name, args, results
 
 
@@ -521,7 +527,7 @@ def _cpu_via_jax(fn, nout):
         res = []
         for o in outs:
             if str(o.dtype) == "bfloat16":
-                res.append(torch.from_numpy(np.asarray(o.astype("float32"))).to(torch.bfloat16))
+                res.append(torch.from_numpy(np.array(o.astype("float32"))).to(torch.bfloat16))
             else:
                 res.append(torch.from_numpy(np.array(o)))
         return res[0] if nout == 1 else tuple(res)

@@ -144,6 +144,17 @@ def test_stablehlo_generic_form(tpu):
     op = L.stablehlo_op(_name("axpy"), text)
     a, b = torch.randn(3, 4), torch.randn(3, 4)
     _close(op(a.to(tpu), b.to(tpu)), 2 * a + b)
+    # argument attributes before an explicit public visibility (made private)
+    text2 = """
+"func.func"() <{arg_attrs = [{mhlo.layout_mode = "default"}], function_type = (tensor<2xf32>) -> tensor<2xf32>, sym_name = "neg", sym_visibility = "public"}> ({
+^bb0(%a: tensor<2xf32>):
+  %0 = "stablehlo.negate"(%a) : (tensor<2xf32>) -> tensor<2xf32>
+  "func.return"(%0) : (tensor<2xf32>) -> ()
+}) : () -> ()
+"""
+    neg = L.stablehlo_op(_name("neg"), text2)
+    c = torch.randn(2)
+    _close(neg(c.to(tpu)) * 3, -c * 3)
 
 
 def test_module_with_helper_function_and_two_results(tpu):
