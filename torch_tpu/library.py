@@ -333,16 +333,25 @@ class _Kernel:
         self.entry = entry
         self._variants = {}
         self._sigs = {}
+        self._texts = {}
         self._lock = threading.Lock()
 
     def _text(self, metas):
+        text = self._texts.get(metas)
+        if text is not None:
+            return text
         try:
-            return self.text_for(metas)
+            text = self.text_for(metas)
         except KernelError:
             raise
         except Exception as e:
             raise KernelError(f"custom kernel '{self.name}' for inputs {_types_str(metas)}: "
                               f"making its StableHLO failed: {type(e).__name__}: {e}") from e
+        if not isinstance(text, str):
+            raise KernelError(f"custom kernel '{self.name}' for inputs {_types_str(metas)}: the text function "
+                              f"returned {type(text).__name__}, not str")
+        self._texts[metas] = text  # the fake kernel's and the device kernel's (an export runs once)
+        return text
 
     def signature(self, metas):
         """Result (shape, dtype) list for these inputs (no compile)."""
