@@ -72,10 +72,14 @@ def _create_host_backend(dist_opts):
     # who is who: a failed collective names the peers whose process is gone
     # (c10d_backend.cpp, "a failed peer, named"); published before gloo's
     # rendezvous, so every rank's entry is there once it returns
-    peers = PrefixStore("tpu_dist_peer/", dist_opts.store)
+    # torchrun's static rendezvous keeps one store across restarts: keys of
+    # the attempt that failed (gloo's addresses of dead ranks) must not be
+    # read by the next one, so ours are per attempt
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    peers = PrefixStore(f"tpu_dist_peer/{attempt}/", dist_opts.store)
     peers.set(str(rank), f"{socket.gethostname()} {os.getpid()}")
     # the host collectives get their own gloo context on the group's store
-    host = ProcessGroupGloo(PrefixStore("tpu_dist_host/", dist_opts.store), rank, size, timeout)
+    host = ProcessGroupGloo(PrefixStore(f"tpu_dist_host/{attempt}/", dist_opts.store), rank, size, timeout)
     host.options.global_ranks_in_group = list(dist_opts.global_ranks_in_group)
     host.options.group_name = dist_opts.group_id
     hosts, pids = [], []
