@@ -455,3 +455,36 @@ def test_compiled_with_dynamic_shapes_specializes_the_kernel(tpu):
     for rows in (3, 5, 6):
         x, w = torch.randn(rows, 16), torch.randn(16)
         _close(cf(x.to(tpu), w.to(tpu)), rms_ref(x + 1, w) * 2)
+
+
+_DISK_SCRIPT = r"""
+import sys, torch, torch_tpu
+from torch_tpu import library as L
+sys.path.insert(0, sys.argv[1])
+from test_custom_kernels import FIXED, rms_ref
+op = L.stablehlo_op("tk_disk::rms", FIXED)
+x, w = torch.ones(4, 8) * 3, torch.ones(8) * 2
+y = op(x.to("tpu"), w.to("tpu")) + 1
+assert torch.allclose(y.cpu(), rms_ref(x, w) + 1)
+m = torch.tpu.metrics()
+print(m["compile"]["count"], m["disk_load"]["count"])
+"""
+
+
+def test_kernel_programs_come_back_from_the_disk_tier(tmp_path):
+    if mode() != "strict":
+        pytest.skip("the disk tier does not depend on the eager mode: runs in strict")
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path / "cache"))
+    here = os.path.dirname(os.path.abspath(__file__))
+    runs = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", _DISK_SCRIPT, here], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs.append([int(v) for v in r.stdout.split()[-2:]])
+    (c1, d1), (c2, d2) = runs
+    assert c1 >= 2 and d1 == 0  # the kernel alone (its check) and its program with the add
+    assert c2 == 0 and d2 == c1, runs  # the same text: every program from disk
