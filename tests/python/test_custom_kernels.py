@@ -235,6 +235,7 @@ def test_program_cache_is_keyed_by_shape_and_dtype(tpu):
     op = L.stablehlo_op(_name("rms_cache"), rms_text)
     x, w = torch.randn(9, 8).to(tpu), torch.randn(8).to(tpu)
     op(x, w).cpu()
+    torch.tpu.synchronize()  # no compile of an earlier test still under way
     c0 = torch.tpu.metrics()["compile"]["count"] + torch.tpu.metrics()["disk_load"]["count"]
     for _ in range(3):
         op(x, w).cpu()
