@@ -52,7 +52,7 @@ CXX ?= g++
 # the files that include autograd or ATen/native headers.
 CXXFLAGS_TORCH = -std=c++17 -fPIC -Icsrc -isystem $(TORCH_DIR)/include \
   -isystem $(TORCH_DIR)/include/torch/csrc/api/include -isystem $(PYINC) -D_GLIBCXX_USE_CXX11_ABI=1 \
-  -DAT_PER_OPERATOR_HEADERS \
+  -isystem $(TORCH_DIR)/include/kineto -DAT_PER_OPERATOR_HEADERS \
   -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers $(if $(filter true,$(CI)),-Werror)
 TEST_MODES ?= strict debug fused
 

@@ -70,6 +70,7 @@ sources = sorted(
 )
 
 includes, libdirs = _torch_paths()
+includes = includes + [os.path.join(includes[0], "kineto")]  # csrc/torch/profiler.cpp: libkineto's plugin interface
 
 setup(
     ext_modules=[

@@ -19,7 +19,7 @@ StableHLO (``d/<key>.mlir``) and its op list and compile time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from . import _trace
+from . import _C, _trace
 
 __all__ = ["explain", "Explanation", "Program"]
 
@@ -128,7 +128,7 @@ def summarize(events, result=None):
 def explain(fn, *args, **kwargs):
     """Runs fn(*args, **kwargs) and returns an Explanation of the programs
     it ran (``.result`` is what fn returned).  See the module's doc."""
-    if _trace.active():
+    if _trace.active() or _C.trace_active():
         raise RuntimeError("torch_tpu.debug.explain: the engine's timeline is already in use "
                            "(a torch.profiler session with the tpu activity, or another explain)")
     _trace.start()

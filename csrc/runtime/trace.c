@@ -143,7 +143,8 @@ void trace_flush(int device, uint64_t key, tpu_rt_cut_t cut, int ops, double rec
 
 void trace_execute(int device, uint64_t key, uint64_t seq, const char *name, int ops, double start, double end) {
   pthread_mutex_lock(&T.lock);
-  tpu_rt_trace_event_t *e = event_new_locked(TPU_TRACE_EXECUTE);
+  /* issued before the trace started (its completion came after): not this trace's */
+  tpu_rt_trace_event_t *e = start >= T.started ? event_new_locked(TPU_TRACE_EXECUTE) : NULL;
   if (e) {
     e->device = device;
     e->key = key;
