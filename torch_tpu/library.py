@@ -334,6 +334,7 @@ class _Kernel:
         self._variants = {}
         self._sigs = {}
         self._texts = {}
+        self.nout = None  # the op's result count (set by _define)
         self._lock = threading.Lock()
 
     def _text(self, metas):
@@ -377,6 +378,9 @@ class _Kernel:
                 return v
             text, entry, args, results = _mangle(self._text(metas), self.entry, self.name)
             self._check_args(metas, args)
+            if self.nout is not None and len(results) != self.nout:
+                raise RuntimeError(f"custom kernel '{self.name}' for inputs {_types_str(metas)}: the function has "
+                                   f"{len(results)} results, the op declares {self.nout} (num_outputs=)")
             codes = [(_CODE[d], list(s)) for s, d in args]
             rcodes = [(_CODE[d], list(s)) for s, d in results]
             kid = _C.custom_kernel(self.name, text, entry, codes, rcodes)
@@ -413,15 +417,18 @@ def _define(name, kernel, nin, nout, reference):
         raise NotImplementedError(f"custom op {name}: no kernel for device {xs[0].device if xs else '?'}")
 
     op = torch.library.custom_op(name, body, mutates_args=(), schema=_schema(nin, nout))
+    kernel.nout = nout
 
     def tpu_kernel(*xs):
         outs = kernel.run(xs)
         return outs[0] if nout == 1 else tuple(outs)
 
     def fake(*xs):
-        results = kernel.signature(_metas(xs))
+        metas = _metas(xs)
+        results = kernel.signature(metas)
         if len(results) != nout:
-            raise RuntimeError(f"custom kernel '{name}': {len(results)} results, the op declares {nout}")
+            raise RuntimeError(f"custom kernel '{name}' for inputs {_types_str(metas)}: the function has "
+                               f"{len(results)} results, the op declares {nout} (num_outputs=)")
         outs = [xs[0].new_empty(s, dtype=d) for s, d in results]
         return outs[0] if nout == 1 else tuple(outs)
 

@@ -275,6 +275,13 @@ def test_wrong_input_types_raise_naming_the_kernel_and_types(tpu):
     _close(op(torch.ones(4, 8).to(tpu), torch.ones(8).to(tpu)), rms_ref(torch.ones(4, 8), torch.ones(8)))
 
 
+def test_result_count_must_match_the_op(tpu):
+    one = "func.func @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {\n  return %x : tensor<4x8xf32>\n}\n"
+    op = L.stablehlo_op(_name("two_declared"), lambda x: one, num_outputs=2)
+    with pytest.raises(RuntimeError, match="the function has 1 results, the op declares 2"):
+        op(torch.randn(4, 8).to(tpu))
+
+
 def test_bad_text_raises_at_definition():
     with pytest.raises(L.KernelError, match="defines no func.func"):
         L.stablehlo_op(_name("empty"), "stablehlo.add")
