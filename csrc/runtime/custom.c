@@ -18,6 +18,7 @@
 
 tpu_status_t tpu_rt_custom_kernel_check(int64_t id) {
   if (!tpu_rt_initialized()) return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_NOT_STARTED_MSG);
+  if (R.forked) return tpu_status_make(TPU_FAILED_PRECONDITION, TPU_FORKED_MSG);
   const tpu_custom_kernel_t *k = tpu_custom_kernel_get(id);
   if (!k) return tpu_status_make(TPU_INVALID_ARGUMENT, "custom kernel: no kernel with id %lld", (long long)id);
   const tpu_op_rule_t *rule = tpu_op_rule_find("custom_kernel");
