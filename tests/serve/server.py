@@ -29,7 +29,9 @@ def command(model, port, name, extra=()):
 class Server:
     """One server process (and its engine core) in its own process group."""
 
-    def __init__(self, backend, model=DEFAULT_MODEL, name="smollm2", extra=(), log_path=None):
+    def __init__(self, backend, model=DEFAULT_MODEL, name="smollm2", extra=(), log_path=None, argv=None):
+        """argv: a function of the port giving another command line (the
+        `vllm serve` console command); default: `make serve`'s."""
         self.backend, self.name = backend, name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -42,7 +44,8 @@ class Server:
         self.log_path = log_path or os.path.join(ROOT, "build", f"serve_{backend}_{self.port}.log")
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(command(model, self.port, name, extra), env=env, cwd=ROOT,
+        cmd = argv(self.port) if argv is not None else command(model, self.port, name, extra)
+        self.proc = subprocess.Popen(cmd, env=env, cwd=ROOT,
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def log_tail(self, n=4000):

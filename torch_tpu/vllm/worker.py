@@ -4,13 +4,19 @@ import os
 from contextlib import nullcontext
 
 import torch
-from vllm.config import CUDAGraphMode
+from vllm.config import CacheConfig, CUDAGraphMode
 from vllm.platforms import current_platform
 from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 from vllm.v1.worker.worker_base import CompilationTimes
 
 logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
+
+# vLLM's default --gpu-memory-utilization, and what a device whose memory is
+# the host's RAM (the XLA CPU plugin) gets instead when it is left at that
+# (the `make serve` default, SERVE_MEM_UTIL)
+_VLLM_DEFAULT_UTIL = CacheConfig().gpu_memory_utilization
+HOST_DEFAULT_UTIL = 0.1
 
 
 class TpuWorker(Worker):
@@ -35,6 +41,16 @@ class TpuWorker(Worker):
         free, total = torch.accelerator.get_memory_info(self.device)
         self.init_free_memory, self.total_memory = int(free), int(total)
         util = self.cache_config.gpu_memory_utilization
+        if (self.cache_config.kv_cache_memory_bytes is None and util == _VLLM_DEFAULT_UTIL
+                and torch.tpu.get_device_properties(self.device).platform == "cpu"):
+            # The XLA CPU plugin's memory is the host's RAM, shared with
+            # everything on the machine: vLLM's default (0.92 of it) fails
+            # wherever anything else runs, so `vllm serve MODEL` as typed
+            # gets HOST_DEFAULT_UTIL; an explicit value is kept as given.
+            util = self.cache_config.gpu_memory_utilization = HOST_DEFAULT_UTIL
+            logger.info("tpu: the device's memory is the host's RAM (XLA CPU plugin): "
+                        "--gpu-memory-utilization %s by default (%.2f GiB; set it or "
+                        "--kv-cache-memory-bytes to choose)", util, total * util / 2**30)
         if self.cache_config.kv_cache_memory_bytes is None and total * util > free:
             raise ValueError(
                 f"tpu: {free / 2**30:.2f} GiB of the device's {total / 2**30:.2f} GiB are free, less than "
