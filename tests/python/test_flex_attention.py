@@ -17,8 +17,6 @@ TPU = "tpu"
 B, H, L, E = 2, 2, 64, 16
 TOL = dict(atol=2e-5, rtol=1e-4)
 
-fa_mod._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = False
-
 
 @pytest.fixture(autouse=True)
 def _quiet():

@@ -10,8 +10,9 @@ the modules below finishes loading, the hook applies that module's patch:
 a few functions wrapped so that they answer for tpu when tpu is the current
 accelerator (or the tensors are tpu tensors) and defer to the original
 otherwise.  Installed files are never edited.  The patches are listed in
-``accelerate.py``, ``transformers.py`` and ``generation.py`` (bounded
-shapes while decoding) beside this file; ``patched()`` names those
+``accelerate.py``, ``transformers.py``, ``generation.py`` (bounded
+shapes while decoding) and ``flex_attention.py`` (torch's own device check
+of flex_attention) beside this file; ``patched()`` names those
 applied.
 """
 import importlib.abc
