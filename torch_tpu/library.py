@@ -182,7 +182,7 @@ def _module_body(text):
         return text
     # the module's body opens at the first '{' after its header's attributes
     j = m.end()
-    am = re.match(r"\s*(@[\w$.\"]+)?\s*(attributes\s*)?", text[j:])
+    am = re.match(r"\s*(@(?:[\w$.]+|\"[^\"]*\"))?\s*(attributes\s*)?", text[j:])
     j += am.end()
     if am.group(2):
         j = _match(text, text.index("{", j), "{", "}")
@@ -285,9 +285,8 @@ def _mangle(text, entry, name):
     names = {f.name for f in funcs}
 
     def sym(m):
-        s = m.group(1)
-        bare = s.strip('"')
-        return "@" + tag + bare if bare in names else m.group(0)
+        bare = m.group(1).strip('"')
+        return "@" + _symbol(tag + bare) if bare in names else m.group(0)
 
     body = re.sub(r"@([\w$.]+|\"[^\"]+\")", sym, body)
     body = re.sub(r"(sym_name\s*=\s*\")([^\"]+)\"",
@@ -303,7 +302,12 @@ def _mangle(text, entry, name):
             out.append('sym_visibility = "private", ')
         i = m.end()
     body = "".join(out) + body[i:]
-    return body.strip() + "\n", tag + ef.name, args, results
+    return body.strip() + "\n", _symbol(tag + ef.name), args, results
+
+
+def _symbol(name):
+    """A symbol name as MLIR spells it after '@': bare, or quoted."""
+    return name if re.fullmatch(r"[A-Za-z_][\w$.]*", name) else '"' + name.replace('"', '\\"') + '"'
 
 
 # ---- kernels and their variants --------------------------------------------------------------

@@ -138,7 +138,12 @@ static void rule_custom_kernel(tpu_op_ctx_t *c) {
     tpu_op_fail(c, TPU_INVALID_ARGUMENT, "custom_kernel: no kernel with id %lld", (long long)id);
     return;
   }
-  tpu_hlo_type_t got[TPU_OP_MAX_INPUTS];
+  if (c->nin > TPU_CUSTOM_MAX_ARGS) {
+    tpu_op_fail(c, TPU_INVALID_ARGUMENT, "custom kernel '%s': %d inputs (at most %d)", k->name, c->nin,
+                TPU_CUSTOM_MAX_ARGS);
+    return;
+  }
+  tpu_hlo_type_t got[TPU_CUSTOM_MAX_ARGS];
   bool ok = c->nin == k->nargs;
   for (int i = 0; i < c->nin; i++) {
     got[i] = *tpu_op_in_type(c, i);

@@ -180,6 +180,24 @@ module @m attributes {mhlo.num_partitions = 1 : i32} {
     _close(total, (x * x).sum())
 
 
+def test_quoted_symbol_names(tpu):
+    text = """
+module @"a module" {
+  func.func public @"my kernel"(%x: tensor<3xf32>) -> tensor<3xf32> {
+    %0 = func.call @"sq-r"(%x) : (tensor<3xf32>) -> tensor<3xf32>
+    return %0 : tensor<3xf32>
+  }
+  func.func private @"sq-r"(%x: tensor<3xf32>) -> tensor<3xf32> {
+    %0 = stablehlo.multiply %x, %x : tensor<3xf32>
+    return %0 : tensor<3xf32>
+  }
+}
+"""
+    op = L.stablehlo_op(_name("quoted"), text, entry="my kernel")
+    x = torch.randn(3)
+    _close(op(x.to(tpu)) + 1, x * x + 1)
+
+
 def test_register_autograd_gradients_match_cpu(tpu):
     op = L.stablehlo_op(_name("rms_grad"), rms_text, reference=rms_ref)
     _rms_backward_setup(op)
