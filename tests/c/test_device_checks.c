@@ -5,6 +5,7 @@
  * the next host wait (at the op in debug mode) with the op's message and the
  * bad value, once; good inputs raise nothing; the device keeps working.
  * Named runtime_* so that `make valgrind` covers them. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -345,3 +346,65 @@ TT_TEST(runtime_device_checks_lowering) {
   tpu_hlo_module_destroy(m);
   tpu_err_table_clear();
 }
+
+/* ---- assert_async (csrc/ops/elementwise.c), the real rule ------------------------- */
+
+/* Runs assert_async on s (n elements) with message msg ("" = the rule's
+ * default) and drops its output at once: in fused mode the pending graph
+ * then has no live output, only the check, and must still run. */
+static tpu_status_t assert_async(tpu_storage_t *s, tpu_dtype_t dt, int64_t n, const char *msg) {
+  int64_t ints[1 + 8] = {(int64_t)strlen(msg)};
+  for (size_t i = 0; i < strlen(msg); i++)
+    ints[1 + i / 8] = (int64_t)((uint64_t)ints[1 + i / 8] | ((uint64_t)(unsigned char)msg[i] << (8 * (i % 8))));
+  tpu_op_attrs_t attrs = {1 + (int)((strlen(msg) + 7) / 8), ints, 0, NULL};
+  tpu_rt_input_t in = whole(s, dt, n);
+  tpu_rt_output_t outs[TPU_OP_MAX_OUTPUTS];
+  int nout = 0;
+  tpu_status_t st = tpu_rt_op(tpu_op_rule_find("assert_async"), &in, 1, &attrs, outs, &nout);
+  for (int i = 0; i < nout; i++) tpu_storage_release(outs[i].storage);
+  return st;
+}
+
+static void assert_async_in_mode(tpu_eager_mode_t mode) {
+  TT_CHECK_OK(start(mode));
+  float zero = 0.0f, nan = NAN;
+  int32_t seven = 7;
+  tpu_storage_t *z = upload(TPU_F32, 1, &zero), *q = upload(TPU_F32, 1, &nan), *s = upload(TPU_S32, 1, &seven);
+  TT_CHECK(z && q && s);
+  /* a zero: the user's message, or CPU's default one */
+  const char *msgs[2] = {"rope: position out of range", ""};
+  const char *want[2] = {"rope: position out of range", "Expected Tensor with single nonzero value, but got zero"};
+  for (int k = 0; k < 2; k++) {
+    tpu_status_t st = assert_async(z, TPU_F32, 1, msgs[k]);
+    if (mode == TPU_MODE_DEBUG) {
+      TT_CHECK(is_error(st, TPU_INVALID_ARGUMENT, want[k]));
+    } else {
+      TT_CHECK(st == NULL);
+      TT_CHECK(is_error(tpu_rt_synchronize(), TPU_INVALID_ARGUMENT, want[k]));
+    }
+    TT_CHECK_OK(tpu_rt_synchronize()); /* once */
+  }
+  /* non-zero values (NaN is) raise nothing */
+  TT_CHECK_OK(assert_async(q, TPU_F32, 1, "nan"));
+  TT_CHECK_OK(assert_async(s, TPU_S32, 1, "seven"));
+  TT_CHECK_OK(tpu_rt_synchronize());
+  /* malformed attrs: the op fails at once, naming the rule */
+  int64_t bad[1] = {5};
+  tpu_op_attrs_t attrs = {1, bad, 0, NULL};
+  tpu_rt_input_t in = whole(z, TPU_F32, 1);
+  tpu_rt_output_t outs[TPU_OP_MAX_OUTPUTS];
+  int nout = 0;
+  TT_CHECK(is_error(tpu_rt_op(tpu_op_rule_find("assert_async"), &in, 1, &attrs, outs, &nout),
+                    TPU_INVALID_ARGUMENT, "assert_async: malformed message attributes"));
+  tpu_storage_release(z);
+  tpu_storage_release(q);
+  tpu_storage_release(s);
+  tpu_rt_stats_t stats;
+  tpu_rt_stats(&stats);
+  TT_CHECK(stats.live_storages == 0);
+  tpu_rt_shutdown();
+}
+
+TT_TEST(runtime_device_checks_assert_async_strict) { assert_async_in_mode(TPU_MODE_STRICT); }
+TT_TEST(runtime_device_checks_assert_async_debug) { assert_async_in_mode(TPU_MODE_DEBUG); }
+TT_TEST(runtime_device_checks_assert_async_fused) { assert_async_in_mode(TPU_MODE_FUSED); }
