@@ -78,6 +78,17 @@ class _DeviceType(type):
     def __subclasscheck__(cls, sub):
         return issubclass(sub, cls._real)
 
+    # equal to (and hashed as) the type it stands for: PyTorch's code
+    # compares types (torch.fx's code generator: `obj != torch.device`)
+    def __eq__(cls, other):
+        return other is cls or other is cls._real
+
+    def __ne__(cls, other):
+        return not _DeviceType.__eq__(cls, other)
+
+    def __hash__(cls):
+        return hash(cls._real)
+
 
 class device(metaclass=_DeviceType):  # noqa: N801 - torch.device's name
     """torch.device under the transfer: torch.device("cuda", 1) is tpu:1."""

@@ -422,6 +422,29 @@ def test_unmappable_cuda_call_raises_naming_it(tmp_path, call):
     assert f"NotImplementedError: {name}: no tpu equivalent" in r.stderr, r.stderr[-3000:]
 
 
+COMPILED_CUDA = r'''
+import json
+import torch
+
+device = torch.device("cuda")  # a compiled function naming the device
+
+@torch.compile
+def step(a):
+    return torch.ones(3, device="cuda") + a * 2 + torch.arange(3, device=device)
+
+out = step(torch.full((3,), 0.5, device=device))
+print("RESULT " + json.dumps({"out": out.tolist(), "device": str(out.device)}))
+'''
+
+
+@only_strict
+def test_compiled_function_with_cuda_devices(tmp_path):
+    """torch.compile over code that names cuda: the graph's device constants
+    are tpu (torch.fx's generated code sees torch.device as its own type)."""
+    got, _ = run_tpu(tmp_path, COMPILED_CUDA)
+    assert got == {"out": [2.0, 3.0, 4.0], "device": "tpu:0"}
+
+
 CUDA_CHECKPOINT = r'''
 import sys, torch
 import torch.serialization as ser
@@ -430,7 +453,30 @@ ser.register_package(1, lambda storage: "cuda:0", lambda storage, location: None
 torch.save({"w": torch.arange(6.0).reshape(2, 3)}, sys.argv[1])
 '''
 
-LOAD_CUDA_CHECKPOINT = r'''
+LOAD_COMPILED_CUDA = r'''
+import json
+import torch
+
+device = torch.device("cuda")  # a compiled function naming the device
+
+@torch.compile
+def step(a):
+    return torch.ones(3, device="cuda") + a * 2 + torch.arange(3, device=device)
+
+out = step(torch.full((3,), 0.5, device=device))
+print("RESULT " + json.dumps({"out": out.tolist(), "device": str(out.device)}))
+'''
+
+
+@only_strict
+def test_compiled_function_with_cuda_devices(tmp_path):
+    """torch.compile over code that names cuda: the graph's device constants
+    are tpu (torch.fx's generated code sees torch.device as its own type)."""
+    got, _ = run_tpu(tmp_path, COMPILED_CUDA)
+    assert got == {"out": [2.0, 3.0, 4.0], "device": "tpu:0"}
+
+
+CUDA_CHECKPOINT = r'''
 import json, sys, torch
 state = torch.load(sys.argv[1])  # no map_location, as on the CUDA machine
 w = state["w"]
