@@ -158,10 +158,20 @@ def _leading_type(s):
     return s.split()[0] if s else s
 
 
+def _uncomment(line):
+    """The line without a `//` comment (outside strings)."""
+    i = line.find("//")
+    while i >= 0:
+        if line.count('"', 0, i) % 2 == 0:
+            return line[:i].rstrip()
+        i = line.find("//", i + 2)
+    return line
+
+
 def _strip_locations(text):
-    """Drops `loc(...)` and `#locN = ...` lines (aliases are module-level and
-    would collide between kernels)."""
-    text = "\n".join(ln for ln in text.splitlines() if not re.match(r"\s*#loc\w*\s*=", ln))
+    """Drops `// comments`, `loc(...)` and `#locN = ...` lines (aliases are
+    module-level and would collide between kernels)."""
+    text = "\n".join(_uncomment(ln) for ln in text.splitlines() if not re.match(r"\s*#loc\w*\s*=", ln))
     out, i = [], 0
     for m in re.finditer(r"\bloc\(", text):
         if m.start() < i:

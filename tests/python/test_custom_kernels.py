@@ -193,6 +193,8 @@ module @"a module" {
   }
 }
 """
+    text = "// a comment naming func.func @nothing(\n" + text.replace("return %0 : tensor<3xf32>",
+                                                                     "return %0 : tensor<3xf32> // a \"//\" b")
     op = L.stablehlo_op(_name("quoted"), text, entry="my kernel")
     x = torch.randn(3)
     _close(op(x.to(tpu)) + 1, x * x + 1)
