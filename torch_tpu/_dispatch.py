@@ -191,7 +191,16 @@ def cast_check(res_dtype, out_dtype, opname):
 
 
 def resize_out(out, shape):
+    """at::native::resize_output: an out= tensor of another shape is resized,
+    with PyTorch's deprecation warning when it had elements."""
     if tuple(out.shape) != tuple(shape):
+        if out.numel() != 0:
+            warnings.warn(
+                f"An output with one or more elements was resized since it had shape {list(out.shape)}, which does "
+                f"not match the required output shape {list(shape)}. This behavior is deprecated, and in a future "
+                "PyTorch release outputs will not be resized unless they have zero elements. You can explicitly "
+                "reuse an out tensor t by resizing it, inplace, to zero elements with t.resize_(0).",
+                UserWarning, stacklevel=3)
         out.resize_(shape)
     return out
 
@@ -258,7 +267,8 @@ def _runs_calls(fn):
 # (at::assert_no_overlap), even one equal to it
 _NO_OVERLAP_OUT = {"gather", "take", "index_select", "masked_select", "cat", "kthvalue"}
 # out= ops whose CPU kernels want the out's dtype to be the result's
-_EXACT_DTYPE_OUT = {"gather", "aminmax"}
+_EXACT_DTYPE_OUT = {"gather", "aminmax", "amax", "amin", "_softmax", "_log_softmax", "softmax", "log_softmax", "neg",
+                    "index_add", "index_select"}
 # out= ops whose CPU kernels check the out for internal overlap before
 # resizing it (the others check the out they write: one of the result's shape)
 _OVERLAP_BEFORE_RESIZE_OUT = {"take", "index_select", "masked_select"}
@@ -321,6 +331,35 @@ def _check_out_result(base, opname, args, kwargs, o, r):
         _check_out_overlap(base, args, kwargs, o)
 
 
+def _meta_out_dtype_check(opname, outs, targets, args, kwargs):
+    """An out= whose dtype is not the result's: CPU's rule for it is op by op
+    (unary float ops want the exact dtype, binary ones cast, reductions name
+    the input's dtype ...); the op's meta kernel runs the same checks.  Raises
+    CPU's error; True when the meta kernel accepts the out (a converting
+    write), False when it cannot tell (no meta kernel: our own rules)."""
+    def meta(t):
+        if isinstance(t, torch.Tensor):
+            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+        return t
+
+    try:
+        margs, mkw = tree_map(meta, args), tree_map(meta, kwargs)
+        for n, o in zip(outs, targets):
+            mkw[n] = tree_map(meta, o)
+        overload(opname)(*margs, **mkw)
+    except RuntimeError as e:
+        msg = str(e)
+        if "dtype" in msg or "type" in msg:
+            if opname.split(".")[0] == "cat":  # CPU's cat raises a TypeError of its own
+                raise TypeError("torch.cat(): input types can't be cast to the desired output type "
+                                f"{scalar_type_name(targets[0].dtype)}") from None
+            raise RuntimeError(msg.split("\n")[0]) from None
+        return False
+    except Exception:  # noqa: BLE001 - no meta kernel, data-dependent shapes: our rules decide
+        return False
+    return True
+
+
 def _make_out(fn, outs, opname):
     base = opname.split(".")[0]
 
@@ -330,13 +369,21 @@ def _make_out(fn, outs, opname):
             _check_out_internal(base, targets)
         res = fn(*args, **kwargs)
         results = (res,) if len(targets) == 1 else res
+        cast_ok = False
+        if any(isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor) and o.dtype != r.dtype
+               for o, r in zip(targets, results)):
+            cast_ok = _meta_out_dtype_check(opname, outs, targets, args, kwargs)
         for o, r in zip(targets, results):
             if isinstance(o, (list, tuple)):  # a Tensor[] out (foreach ops)
                 for oi, ri in zip(o, r):
                     write_out(oi, ri, opname)
             else:
                 _check_out_result(base, opname, args, kwargs, o, r)
-                write_out(o, r, opname)
+                if cast_ok:  # CPU's rules (its meta kernel) take this out's dtype: a converting write
+                    resize_out(o, r.shape)
+                    write(o, r)
+                else:
+                    write_out(o, r, opname)
         if isinstance(targets[0], (list, tuple)):
             return None
         return targets[0] if len(targets) == 1 else tuple(targets)

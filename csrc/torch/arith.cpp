@@ -118,6 +118,10 @@ bool alpha_is_one(const c10::Scalar& alpha) {
 std::optional<at::Tensor> run_fast(Op op, const at::Tensor& self, const at::Tensor* other_t, const c10::Scalar* other_s,
                                    const c10::Scalar& alpha) {
   if (!started()) return std::nullopt;
+  if (op == Op::kSub && (self.scalar_type() == c10::ScalarType::Bool ||
+                         (other_t && other_t->scalar_type() == c10::ScalarType::Bool) ||
+                         (other_s && other_s->isBoolean())))
+    return std::nullopt;  // any bool operand: the Python kernel raises, as CPU does
   c10::ScalarType dt0 = other_t ? at::result_type(self, *other_t) : at::result_type(self, *other_s);
   auto dt = result_dtype(op, dt0);
   if (!dt) return std::nullopt;

@@ -37,6 +37,8 @@ def elu(self, alpha=1, scale=1, input_scale=1):
 
 @register("celu", out="celu.out", inplace="celu_")
 def celu(self, alpha=1.0):
+    if float(alpha) == 0:
+        raise RuntimeError("ZeroDivisionError")  # CPU's celu with alpha 0, word for word
     return elu(self, alpha, 1.0, 1.0 / float(alpha))
 
 

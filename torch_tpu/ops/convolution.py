@@ -32,6 +32,8 @@ def _conv_attrs(weight, stride, padding, dilation, transposed, output_padding, g
           out=["aten::convolution.out", "aten::convolution_overrideable.out"])
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     ints = _conv_attrs(weight, stride, padding, dilation, transposed, output_padding, groups)
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise Unsupported()  # integer convolutions (CPU has them, the rule does not): the CPU fallback
     ins = [input, weight] + ([bias] if bias is not None else [])
     return run("convolution", ins, ints)[0]
 

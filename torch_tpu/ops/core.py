@@ -79,6 +79,8 @@ def from_host(src, device_index=None, non_blocking=False):
         device_index = _C.get_device()
     if src.numel() == 0 and not src.is_complex():
         return full_tensor(src.shape, 0, src.dtype, device_index)
+    if src.dim() > _MAX_RANK:  # the engine's arrays stop at rank 8: a flat upload, viewed
+        return from_host(src.reshape(-1), device_index, non_blocking).view(src.shape)
     return _C.from_host(src.data_ptr(), tuple(src.shape), dtype_code(src.dtype), device_index, bool(non_blocking))
 
 
@@ -91,6 +93,9 @@ def _host_copy_to_tpu(src, dst, non_blocking=False):
     return write(dst, from_host(src, dst.device.index or 0, non_blocking))
 
 
+_MAX_RANK = 8  # TPU_MAX_RANK (csrc/base/dtype.h)
+
+
 def _tpu_copy_to_host(src, dst):
     """tpu tensor -> CPU tensor dst."""
     if src.dtype != dst.dtype:
@@ -99,6 +104,8 @@ def _tpu_copy_to_host(src, dst):
         src = src.expand(dst.shape)
     if dst.numel() == 0:
         return dst
+    if src.dim() > _MAX_RANK and src.is_contiguous():  # a flat read of a high-rank tensor
+        src = src.view(-1)
     if dst.is_contiguous() and not dst.is_conj():
         _C.to_host(src, dst.data_ptr(), dst.numel() * dst.element_size())
     else:

@@ -223,8 +223,15 @@ for _name in ["fmax", "fmin"]:
 
 
 
+_BITWISE_CPU_NAME = {"bitwise_left_shift": "lshift", "bitwise_right_shift": "rshift"}
+
+
 def _bitwise(rule):
     def kernel(self, other):
+        dt = torch.result_type(self, other)
+        if dt.is_floating_point or dt.is_complex:  # CPU's dispatch error, NotImplementedError
+            raise NotImplementedError(
+                f'"{_BITWISE_CPU_NAME.get(rule, rule)}_cpu" not implemented for \'{scalar_type_name(dt)}\'')
         return _binary(rule, self, other)
 
     return kernel

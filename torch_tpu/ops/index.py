@@ -225,6 +225,8 @@ def index_fill(self, dim, index, value):
                                f"{value.dim()} dimension(s).")
         value = _dev(value, self)
     else:
+        if isinstance(value, complex) and not self.dtype.is_complex:
+            raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not supported")
         value = scalar(value, self.dtype)
     if self.dim() == 0:  # the rule takes rank >= 1
         return run("index_fill", [self.reshape(1), index.reshape(-1), value], [0])[0].reshape(())
@@ -277,7 +279,24 @@ def index(self, indices):
     flags, tensors = _adv_indices(self, indices)
     if not tensors:
         return self.clone()
+    if self.numel() == 0:
+        return _index_of_empty(self, flags, tensors)
     return run("index", [self] + tensors, flags)[0]
+
+
+def _index_of_empty(self, flags, tensors):
+    """self has no elements (a gather cannot slice it): the result's shape
+    from the meta kernel; an index into a dimension of size 0 is out of
+    bounds, as on CPU."""
+    it = iter(tensors)
+    meta = [t.to("meta") if f else None for f in flags for t in ([next(it)] if f else [None])]
+    d = 0
+    for f, m in zip(flags, meta):
+        if f and self.shape[d] == 0 and m.numel() > 0:
+            raise IndexError(f"index is out of bounds for dimension {d} with size 0")
+        d += 1
+    shape = torch.ops.aten.index.Tensor(torch.empty(self.shape, dtype=self.dtype, device="meta"), meta).shape
+    return torch.empty(shape, dtype=self.dtype, device=self.device)
 
 
 def _mask_fast_path(self, indices, values, accumulate):

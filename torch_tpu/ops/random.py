@@ -14,6 +14,21 @@ def _shape_attrs(t_or_shape, dtype):
     return [dtype_code(dtype), len(shape), *shape]
 
 
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _write(self, value):
+    """write(self, value), for a self of rank > 8 through its flat view."""
+    if self.dim() > _MAX_RANK and self.is_contiguous():
+        write(self.view(-1), value.reshape(-1))
+        return self
+    return write(self, value)
+
+
 def _dev(t):
     return t.device.index or 0 if isinstance(t, torch.Tensor) else 0
 
@@ -29,8 +44,17 @@ def _gen_check(generator, on=None):
         raise RuntimeError(f"Expected a '{dev.type}' device type for generator but found 'tpu'")
 
 
+_MAX_RANK = 8  # TPU_MAX_RANK (csrc/base/dtype.h)
+
+
 def _sample(rule, like, dtype, extra_inputs, device=0, generator=None):
     _gen_check(generator)
+    shape = list(like.shape) if isinstance(like, torch.Tensor) else [int(s) for s in like]
+    if len(shape) > _MAX_RANK:
+        # the engine's arrays stop at rank 8; a draw's element i depends only on
+        # (seed, offset + i) row-major, so the flat draw viewed is the same draw
+        flat = [x.reshape(-1) if isinstance(x, torch.Tensor) and x.dim() > 0 else x for x in extra_inputs]
+        return _sample(rule, [_numel(shape)], dtype, flat, device, generator).view(shape)
     try:
         return _C.op_random(rule, generator, device, extra_inputs, _shape_attrs(like, dtype))[0]
     except NotTpuError:
@@ -44,7 +68,7 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
         raise NotImplementedError(f"\"check_uniform_bounds\" not implemented for '{self.dtype}'")
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}")
-    return write(self, _sample("rng_uniform", self, self.dtype, [float(from_), float(to)], _dev(self), generator))
+    return _write(self, _sample("rng_uniform", self, self.dtype, [float(from_), float(to)], _dev(self), generator))
 
 
 @register("normal_")
@@ -52,7 +76,7 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     _gen_check(generator, self)
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    return write(self, _sample("rng_normal", self, self.dtype, [float(mean), float(std)], _dev(self), generator))
+    return _write(self, _sample("rng_normal", self, self.dtype, [float(mean), float(std)], _dev(self), generator))
 
 
 _SCALAR_NAMES = {torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short",
@@ -65,6 +89,9 @@ def exponential_(self, lambd=1.0, *, generator=None):
     PyTorch's CUDA transformation, a draw that rounds to 0 becomes eps/2
     of the dtype (vLLM divides probabilities by these draws)."""
     _gen_check(generator, self)
+    if self.dim() > _MAX_RANK and self.is_contiguous():  # through the flat view (engine ranks stop at 8)
+        exponential_(self.view(-1), lambd, generator=generator)
+        return self
     if not self.dtype.is_floating_point:
         raise RuntimeError("Exponential distribution is a continuous probability distribution. dtype must be a "
                            f"floating point but you specified {_SCALAR_NAMES.get(self.dtype, self.dtype)}")
@@ -83,7 +110,7 @@ def random_from(self, from_, to=None, *, generator=None):
         to = 2 ** 53 if self.dtype.is_floating_point else torch.iinfo(self.dtype).max + 1
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
-    return write(self, _sample("rng_randint", self, self.dtype, [int(from_), int(to)], _dev(self), generator))
+    return _write(self, _sample("rng_randint", self, self.dtype, [int(from_), int(to)], _dev(self), generator))
 
 
 @register("random_.to")
@@ -103,13 +130,13 @@ def bernoulli_float(self, p=0.5, *, generator=None):
     _gen_check(generator, self)
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-    return write(self, _sample("rng_bernoulli", self, self.dtype, [float(p)], _dev(self), generator))
+    return _write(self, _sample("rng_bernoulli", self, self.dtype, [float(p)], _dev(self), generator))
 
 
 @register("bernoulli_.Tensor")
 def bernoulli_tensor(self, p, *, generator=None):
     _gen_check(generator, self)
-    return write(self, _sample("rng_bernoulli", self, self.dtype, [p.expand(self.shape)], _dev(self), generator))
+    return _write(self, _sample("rng_bernoulli", self, self.dtype, [p.expand(self.shape)], _dev(self), generator))
 
 
 @register("bernoulli")
@@ -128,6 +155,9 @@ def bernoulli_p(self, p, *, generator=None):
 def native_dropout(input, p, train):
     if train is False or p == 0:
         return input.clone(), torch.ones_like(input, dtype=torch.bool)
+    if input.dim() > _MAX_RANK:  # through the flat view (engine ranks stop at 8)
+        out, mask = native_dropout(input.reshape(-1), p, train)
+        return out.view(input.shape), mask.view(input.shape)
     out, mask = _C.op_random("dropout", None, _dev(input), [input, float(p)])
     return out, mask
 
