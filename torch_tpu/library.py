@@ -18,8 +18,8 @@ What a StableHLO kernel may be (``text``):
   complex<f32/f64>; tensor arguments and results only.
 
 The entry is ``entry=`` or else the module's only public function (or the
-only function, or ``@main``).  Locations (``loc(...)``, ``#loc`` aliases)
-are dropped, every function is made private and its symbol renamed to one
+only function, or ``@main``).  Comments and locations (``loc(...)``,
+``#loc`` aliases) are dropped, every function is made private and its symbol renamed to one
 unique to the kernel text, so kernels never collide; the same kernel called
 twice in one program is defined once.  The output shapes and dtypes come
 from the entry's signature; the inputs must match its argument types
