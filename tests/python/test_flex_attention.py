@@ -169,3 +169,21 @@ def test_other_devices_still_get_pytorchs_device_check():
     c = torch.randn(1, 1, 16, 8, requires_grad=True)
     with pytest.raises(NotImplementedError, match="does not support backward on CPU"):
         fa_mod._validate_device(c, c, c)
+
+
+def test_document_mask_from_compiled_create_block_mask_as_torchtitan():
+    # TorchTitan compiles create_block_mask and masks documents with a
+    # mask_mod that reads a captured tensor of document ids
+    torch._dynamo.reset()
+    n = 256
+    docs = torch.tensor([0] * 100 + [1] * 156, device=TPU)
+
+    def doc_causal(b, h, q_idx, kv_idx):
+        return (docs[q_idx] == docs[kv_idx]) & (q_idx >= kv_idx)
+
+    bm = torch.compile(create_block_mask)(doc_causal, None, None, n, n, device=TPU)
+    d = docs.cpu()
+    mask = (d[:, None] == d[None, :]) & torch.ones(n, n, dtype=torch.bool).tril()
+    compiled = torch.compile(flex_attention)  # the default backend routes tpu graphs to ours
+    _compare(lambda q, k, v: compiled(q, k, v, block_mask=bm),
+             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), _qkv(lq=n, lk=n))
