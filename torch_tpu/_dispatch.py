@@ -6,6 +6,7 @@ arguments with, and the CPU fallback.
 See torch_tpu/ops/README.md for the contract kernels are written against.
 """
 import importlib
+import math
 import os
 import threading
 import warnings
@@ -43,7 +44,14 @@ def number(v, dtype):
         return float(v)
     if dtype == torch.bool:
         return bool(v)
+    if isinstance(v, float) and not math.isfinite(v) or isinstance(v, int) and not -(1 << 63) <= v < (1 << 64):
+        # CPU's checked conversion of a fill value (found by tests/faults' op fuzzer)
+        raise RuntimeError(f"value cannot be converted to type {_C_TYPE_NAMES.get(dtype, str(dtype))} without overflow")
     return int(v)
+
+
+_C_TYPE_NAMES = {torch.uint8: "uint8_t", torch.int8: "int8_t", torch.int16: "int16_t", torch.int32: "int",
+                 torch.int64: "int64_t", torch.uint16: "uint16_t", torch.uint32: "uint32_t", torch.uint64: "uint64_t"}
 
 
 def coef(v, dtype):
@@ -549,8 +557,16 @@ def _cpu_fallback(op, *args, **kwargs):
                       stacklevel=2)
     schema = op._schema
     t0 = _C.clock_now() if _C.trace_active() else None  # torch.profiler / debug.explain: a fallback event
-    cpu_args = tree_map(_to_cpu, args)
+    cpu_args = list(tree_map(_to_cpu, args))
     cpu_kwargs = tree_map(_to_cpu, kwargs)
+    # a Scalar overload that wraps its number and calls the .out overload
+    # (copysign.Scalar) reaches Python with a plain number for a Tensor
+    # argument: a wrapped number again (the default dtype for a float), so
+    # type promotion treats it as the scalar it was (found by tests/faults' op fuzzer)
+    for i, a in enumerate(schema.arguments[:len(cpu_args)]):
+        v = cpu_args[i]
+        if str(a.type) == "Tensor" and isinstance(v, (bool, int, float, complex)):
+            cpu_args[i] = torch.tensor(v, dtype=torch.get_default_dtype()) if isinstance(v, float) else torch.tensor(v)
     res = op(*cpu_args, **cpu_kwargs)
     # write back arguments the op mutated
     mutated = {}

@@ -179,6 +179,14 @@ static void rule_index_select(tpu_op_ctx_t *c) {
     tpu_op_set_output(c, it.rank ? tpu_hlo_broadcast_to(c->f, c->in[0], 1, &L) : c->in[0]);
     return;
   }
+  tpu_hlo_type_t out = t;
+  out.dims[dim] = it.rank ? it.dims[0] : 1;
+  if (tpu_hlo_type_numel(&out) == 0 || t.dims[dim] == 0) {
+    /* nothing taken, or taken from nothing (the index check above raises):
+     * no gather from a 0-sized dim */
+    tpu_op_set_output(c, tpu_hlo_constant(c->f, out, 0));
+    return;
+  }
   tpu_hlo_value_t idx = ix_wrap(c, c->in[1], t.dims[dim]);
   if (it.rank == 0) idx = tpu_hlo_reshape(c->f, idx, 1, (int64_t[]){1});
   tpu_op_set_output(c, tpu_op_take(c, c->in[0], (int)dim, idx));
@@ -544,10 +552,20 @@ static int ix_adv_setup(tpu_op_ctx_t *c, const tpu_hlo_type_t *t, int first, int
     tpu_op_fail(c, TPU_UNIMPLEMENTED, "%s: result rank exceeds %d", c->name, TPU_MAX_RANK);
     return 0;
   }
+  /* PyTorch's CPU kernels check an index as they visit its elements: with
+   * nothing to visit (a 0-sized remaining dim or index), nothing is checked,
+   * and a check here would surface at some later, unrelated host wait */
+  int64_t visits = 1;
+  for (int d = 0; d < a->nb; d++) visits *= a->B[d];
+  for (int d = 0, i = 0; d < t->rank; d++) {
+    if (i < a->k && a->D[i] == d) i++;
+    else visits *= t->dims[d];
+  }
   tpu_hlo_value_t parts[TPU_MAX_RANK];
   for (int i = 0; i < a->k; i++) {
     int64_t n = t->dims[a->D[i]];
-    if (put) /* put_ on the flattened self: PyTorch's put message */
+    if (visits == 0) {
+    } else if (put) /* put_ on the flattened self: PyTorch's put message */
       tpu_op_check_index(c, idx[i], -n, n, TPU_OUT_OF_RANGE,
                          "put_(): out of range: tried to access index " TPU_OP_PAYLOAD " on a tensor of %lld elements.",
                          (long long)n);

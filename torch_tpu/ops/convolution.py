@@ -32,6 +32,10 @@ def _conv_attrs(weight, stride, padding, dilation, transposed, output_padding, g
           out=["aten::convolution.out", "aten::convolution_overrideable.out"])
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     ints = _conv_attrs(weight, stride, padding, dilation, transposed, output_padding, groups)
+    if input.dim() >= 3 and input.shape[0] and input.shape[1] and 0 in input.shape[2:]:
+        # PyTorch's own check (ATen Convolution.cpp); found by tests/faults' op fuzzer
+        raise RuntimeError(f"Only zero batch or zero channel inputs are supported, but got input shape: "
+                           f"{list(input.shape)}")
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise Unsupported()  # integer convolutions (CPU has them, the rule does not): the CPU fallback
     ins = [input, weight] + ([bias] if bias is not None else [])

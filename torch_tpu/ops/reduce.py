@@ -144,6 +144,11 @@ def aminmax(self, *, dim=None, keepdim=False):
 
 def operand(rule, self, dim, keepdim):
     supported(self.dtype)
+    # PyTorch's own checks, in its order (found by tests/faults' op fuzzer)
+    if self.dtype == torch.bool:
+        raise RuntimeError(f"{rule}(): does not support bool input")
+    if dim is None and self.numel() == 0:
+        raise IndexError(f"{rule}(): Expected reduction dim to be specified for input.numel() == 0.")
     return Call(rule, [self], [int(dim is not None), 0 if dim is None else int(dim), int(bool(keepdim))])
 
 
@@ -251,6 +256,14 @@ def logsumexp(self, dim, keepdim=False):
 
 def _softmax(rule, self, dim, half_to_float):
     dt = supported(self.dtype)
+    if not (dt.is_floating_point or dt.is_complex):
+        # PyTorch's CPU kernels' dtype dispatch (found by tests/faults' op fuzzer)
+        nd = max(self.dim(), 1)
+        if not -nd <= int(dim) < nd:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {dim})")
+        last = "_lastdim" if int(dim) % nd == nd - 1 else ""
+        raise NotImplementedError(f'"{rule.lstrip("_")}{last}_kernel_impl" not implemented for '
+                                  f"'{scalar_type_name(dt)}'")
     if half_to_float:
         if dt != torch.float16 and dt != torch.bfloat16:
             raise RuntimeError("conversion is supported for Half type only")
