@@ -410,6 +410,11 @@ def apply():
     _applied = True
     tpu = torch.tpu
 
+    # `with torch.device(...)` recognises factories by identity in a set it
+    # builds once: built now, it holds PyTorch's functions, not our wrappers
+    from torch.utils import _device as device_ctx
+
+    device_ctx._device_constructors()
     _set(torch, "torch", "device", device, "torch.device (cuda -> tpu)")
     _set(torch, "torch", "Generator", Generator, "torch.Generator (cuda -> tpu)")
     for name in _FACTORIES:
