@@ -17,6 +17,7 @@ from . import _C
 from ._engine import MODES
 
 _FUSED = MODES["fused"]
+_DEBUG = MODES["debug"]
 
 
 def _fused_runner(gm, example_inputs):
@@ -35,6 +36,8 @@ def _fused_runner(gm, example_inputs):
         finally:
             if prev != _FUSED:
                 _C.set_mode(prev)
+        if prev == _DEBUG:  # debug mode: the graph's device-side checks raise at its call
+            _C.synchronize()
         return out
 
     run._boxed_call = getattr(gm, "_boxed_call", False)
