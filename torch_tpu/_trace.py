@@ -9,7 +9,7 @@ a second start drops what the first had not taken."""
 from . import _C
 
 _FIELDS = ("kind", "device", "cut", "ops", "start", "end", "rec_start", "rec_end", "key", "seq", "tag", "bytes",
-           "name")
+           "name", "first_tag")
 _active = []
 
 

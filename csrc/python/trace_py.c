@@ -23,7 +23,7 @@ static PyObject *py_trace_stop(PyObject *self, PyObject *unused) {
 
 static PyObject *py_trace_active(PyObject *self, PyObject *unused) { return PyBool_FromLong(tpu_rt_trace_on); }
 
-/* (kind, device, cut, ops, start, end, rec_start, rec_end, key, seq, tag, bytes, name) per event */
+/* (kind, device, cut, ops, start, end, rec_start, rec_end, key, seq, tag, bytes, name, first_tag) per event */
 static PyObject *py_trace_take(PyObject *self, PyObject *unused) {
   enum { CHUNK = 4096 };
   tpu_rt_trace_event_t *buf = (tpu_rt_trace_event_t *)malloc(sizeof(*buf) * CHUNK);
@@ -33,10 +33,10 @@ static PyObject *py_trace_take(PyObject *self, PyObject *unused) {
   while (l && (n = tpu_rt_trace_take(buf, CHUNK)) > 0) {
     for (int i = 0; i < n; i++) {
       const tpu_rt_trace_event_t *e = &buf[i];
-      PyObject *t = Py_BuildValue("(siiiddddKKKLs)", tpu_rt_trace_kind_name(e->kind), e->device, e->cut, e->ops,
+      PyObject *t = Py_BuildValue("(siiiddddKKKLsK)", tpu_rt_trace_kind_name(e->kind), e->device, e->cut, e->ops,
                                   e->start, e->end, e->rec_start, e->rec_end, (unsigned long long)e->key,
                                   (unsigned long long)e->seq, (unsigned long long)e->tag, (long long)e->bytes,
-                                  e->name);
+                                  e->name, (unsigned long long)e->first_tag);
       if (!t || PyList_Append(l, t) < 0) {
         Py_XDECREF(t);
         Py_CLEAR(l);
@@ -82,7 +82,7 @@ static PyMethodDef trace_methods[] = {
     {"trace_stop", py_trace_stop, METH_NOARGS, "stop it (events stay until taken)"},
     {"trace_active", py_trace_active, METH_NOARGS, ""},
     {"trace_take", py_trace_take, METH_NOARGS,
-     "[(kind, device, cut, ops, start, end, rec_start, rec_end, key, seq, tag, bytes, name)]"},
+     "[(kind, device, cut, ops, start, end, rec_start, rec_end, key, seq, tag, bytes, name, first_tag)]"},
     {"trace_mark", py_trace_mark, METH_VARARGS, "trace_mark(kind, name, start, end[, bytes])"},
     {"trace_dropped", py_trace_dropped, METH_NOARGS, "events dropped (buffer full)"},
     {"clock_now", py_clock_now, METH_NOARGS, "the engine's clock (CLOCK_MONOTONIC seconds)"},

@@ -350,7 +350,7 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
   if (!async) launch_wait_all(-1); /* debug mode, or no workers: nothing may stay queued */
   /* a compile of this program under way: join it (no lookup, no miss counted) */
   tpu_pjrt_exec_t *exec = launch_compiling(key) ? NULL : tpu_cache_lookup(R.cache, key);
-  if (tpu_rt_trace_on) trace_flush(dev, key, why, g->nnodes, g->rec_start, exec != NULL);
+  if (tpu_rt_trace_on) trace_flush(dev, key, why, g->nnodes, g->rec_start, g->rec_tag, exec != NULL);
   if (exec && launch_queue_empty(dev)) {
     st = run_program(dev, exec, key, why, g->inputs, g->ninputs, outs, nlive, alias, nchecks);
     goto done;

@@ -225,7 +225,10 @@ tpu_status_t graph_add_node(tpu_graph_t *g, const tpu_op_rule_t *rule, const tpu
   h = tpu_hash_u64(h, (uint64_t)nin);
   for (int i = 0; i < nin; i++) h = tpu_hash_u64(h, (uint64_t)(int64_t)in[i]);
   g->hash = hash_attrs(h, attrs);
-  if (tpu_rt_trace_on && g->nnodes == 0) g->rec_start = tpu_clock_now();
+  if (tpu_rt_trace_on && g->nnodes == 0) {
+    g->rec_start = tpu_clock_now();
+    g->rec_tag = tpu_rt_trace_tag();
+  }
   g->nnodes++;
   R.ops_recorded++;
   loop_observe(g, node, sig->key);

@@ -119,6 +119,7 @@ typedef struct tpu_graph {
   uint64_t epoch;
   uint64_t hash;
   double rec_start; /* while tracing: when its first op was recorded (trace.h) */
+  uint64_t rec_tag; /* and the recording thread's tag then */
 } tpu_graph_t;
 
 /* Output signature of one op on given input types (shape inference cache). */
@@ -262,7 +263,7 @@ void metrics_program_name(uint64_t key, char *out_name, size_t n, int *out_ops);
 
 /* ---- trace (trace.c, trace.h; its own lock, after metrics' one): call only when
  * tpu_rt_trace_on ---------------------------------------------------------------------- */
-void trace_flush(int device, uint64_t key, tpu_rt_cut_t cut, int ops, double rec_start, int hit);
+void trace_flush(int device, uint64_t key, tpu_rt_cut_t cut, int ops, double rec_start, uint64_t rec_tag, int hit);
 void trace_execute(int device, uint64_t key, uint64_t seq, const char *name, int ops, double start, double end);
 void trace_built(uint64_t key, const char *name, int ops, int from_disk, double seconds);
 void trace_shutdown(void);

@@ -25,8 +25,8 @@
 volatile int tpu_rt_trace_on;
 
 typedef struct pending_flush {
-  uint64_t key, tag;
-  int ops, cut;
+  uint64_t key, tag, first_tag;
+  int device, ops, cut;
   double rec_start, rec_end;
 } pending_flush_t;
 
@@ -112,7 +112,7 @@ void tpu_rt_trace_mark(tpu_rt_trace_kind_t kind, const char *name, double start,
   pthread_mutex_unlock(&T.lock);
 }
 
-void trace_flush(int device, uint64_t key, tpu_rt_cut_t cut, int ops, double rec_start, int hit) {
+void trace_flush(int device, uint64_t key, tpu_rt_cut_t cut, int ops, double rec_start, uint64_t rec_tag, int hit) {
   double now = tpu_clock_now();
   pthread_mutex_lock(&T.lock);
   tpu_rt_trace_event_t *e = event_new_locked(TPU_TRACE_FLUSH);
@@ -121,13 +121,15 @@ void trace_flush(int device, uint64_t key, tpu_rt_cut_t cut, int ops, double rec
     e->key = key;
     e->cut = (int)cut;
     e->ops = ops;
-    e->start = e->rec_start = rec_start >= T.started ? rec_start : now;
+    int fresh = rec_start >= T.started; /* recorded while tracing (else: the window's start is unknown) */
+    e->start = e->rec_start = fresh ? rec_start : now;
+    e->first_tag = fresh ? rec_tag : 0;
     e->end = e->rec_end = now;
     if (T.npending == PENDING_MAX) { /* executions that never came (failures): forget the oldest */
       memmove(T.pending, T.pending + 1, sizeof(T.pending[0]) * (PENDING_MAX - 1));
       T.npending--;
     }
-    T.pending[T.npending++] = (pending_flush_t){key, thread_tag, ops, (int)cut, e->rec_start, now};
+    T.pending[T.npending++] = (pending_flush_t){key, thread_tag, e->first_tag, device, ops, (int)cut, e->rec_start, now};
   }
   if (hit) {
     tpu_rt_trace_event_t *h = event_new_locked(TPU_TRACE_CACHE_HIT);
@@ -157,6 +159,8 @@ void trace_execute(int device, uint64_t key, uint64_t seq, const char *name, int
     for (int i = 0; i < T.npending; i++) {
       if (T.pending[i].key != key) continue;
       e->tag = T.pending[i].tag;
+      e->first_tag = T.pending[i].first_tag;
+      if (e->device < 0) e->device = T.pending[i].device; /* metrics' record has no device; the flush has */
       e->cut = T.pending[i].cut;
       e->rec_start = T.pending[i].rec_start;
       e->rec_end = T.pending[i].rec_end;

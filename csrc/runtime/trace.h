@@ -49,6 +49,7 @@ typedef struct tpu_rt_trace_event {
   uint64_t key;     /* the program (0: none) */
   uint64_t seq;     /* execute: the work number */
   uint64_t tag;     /* the thread's tag (execute: its flush's) */
+  uint64_t first_tag; /* flush, execute: the tag when the graph's first op was recorded */
   int64_t bytes;    /* transfers */
   char name[128];   /* the program's name, or the fallback op's */
 } tpu_rt_trace_event_t;

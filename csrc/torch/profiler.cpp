@@ -213,6 +213,10 @@ class TpuSession final : public libkineto::IActivityProfilerSession {
           a.addMetadata("recorded_to_us", static_cast<int64_t>((e.rec_end * 1e9 + off) / 1000));
         }
       }
+      // the ops recorded into a program are those with correlation ids from
+      // first_correlation (its first op's) to correlation (the op that ran it)
+      if (e.first_tag && (e.kind == TPU_TRACE_EXECUTE || e.kind == TPU_TRACE_FLUSH))
+        a.addMetadata("first_correlation", e.first_tag);
       if (e.tag) {
         a.addMetadata("correlation", e.tag);
         if (linked && *linked) a.linked = (*linked)(static_cast<int32_t>(e.tag));

@@ -106,6 +106,9 @@ def test_training_step_programs_device_time_and_trace(tmp_path):
         ops = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("name") in ("aten::addmm", "aten::mm")
                and e.get("pid") != DEVICE_PID]
         assert len(ops) >= 3
+        # ... and their correlation ids (the trace's "External id") follow its first op's
+        first = step_prog[0]["args"]["first_correlation"]
+        assert all(e["args"]["External id"] >= first for e in ops)
         # (an op starts before its node is recorded, so its span reaches into the window)
         assert all(lo - 1 <= e["ts"] + e["dur"] and e["ts"] <= hi + 1 for e in ops), \
             (lo, hi, [(e["name"], e["ts"], e["dur"]) for e in ops])
@@ -140,6 +143,12 @@ def test_programs_link_to_the_op_that_ran_them(tmp_path):
     if MODE == "fused":
         # the host read (item) flushed the matmul and the sum into one program
         row = {e.key: e for e in ka}["aten::_local_scalar_dense"]
+        # the ops recorded into it: correlation ids from the program's first op's to the read's
+        (prog,) = progs
+        lo, hi = prog["args"]["first_correlation"], prog["args"]["correlation"]
+        cpu = {e["name"]: e["args"]["External id"] for e in trace["traceEvents"]
+               if e.get("ph") == "X" and e.get("pid") != DEVICE_PID and "External id" in e.get("args", {})}
+        assert lo <= cpu["aten::mm"] < cpu["aten::sum"] <= hi
         assert row.self_device_time_total == pytest.approx(sum(e["dur"] for e in progs), rel=1e-3, abs=2.0)
     else:
         assert {e.key for e in linked} >= {"aten::mm", "aten::sum"}
