@@ -174,3 +174,24 @@ def test_assert_inside_torch_compile():
     r = cf(pos, 8)  # keeps working
     assert torch.equal(r.cpu(), _bounded(pos.cpu(), 8))
     assert _assert_fallbacks() == fb
+
+
+def test_compiled_graph_holds_the_assertion():
+    # no graph break: the assertion is an op of the graph the tpu backend
+    # records as one program (not an eager call between two graphs)
+    import torch_tpu._compile as compile_mod
+
+    torch._dynamo.reset()
+    graphs = []
+    runner = compile_mod._fused_runner
+
+    def spy(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return runner(gm, example_inputs)
+
+    compile_mod._fused_runner = spy
+    try:
+        torch.compile(_bounded, backend="tpu")(torch.tensor([1, 2], device=TPU), 8)
+    finally:
+        compile_mod._fused_runner = runner
+    assert len(graphs) == 1 and "aten._assert_async.msg" in graphs[0], graphs
