@@ -466,6 +466,10 @@ def apply():
     _set(grad_scaler.GradScaler, "torch.amp.GradScaler", "__init__", scaler_init, "torch.amp.GradScaler('tpu')")
     for name in ("is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled", "set_autocast_dtype"):
         _set(torch, "torch", name, _device_arg(getattr(torch, name)), f"torch.{name}('tpu')")
+    # custom_fwd(device_type="cuda", cast_inputs=...) casts the tensors of its device type
+    cast = autocast_mode._cast
+    _set(autocast_mode, "torch.amp.autocast_mode", "_cast",
+         functools.wraps(cast)(lambda value, device_type, dtype: cast(value, _autocast_type(device_type), dtype)))
     avail = _device_arg(autocast_mode.is_autocast_available)
     _set(autocast_mode, "torch.amp.autocast_mode", "is_autocast_available", avail)
     _set(torch.amp, "torch.amp", "is_autocast_available", avail)

@@ -155,6 +155,21 @@ import torch.nn.functional as F
 
 use_amp = torch.cuda.is_available()
 device = "cuda" if use_amp else "cpu"
+
+
+class Square(torch.autograd.Function):  # runs in float32 whatever autocast says
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return a * a
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return 2 * a * g
+
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 8)).to(device)
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -167,7 +182,8 @@ for step in range(6):
     with torch.cuda.amp.autocast(enabled=use_amp):
         h = model(x)
         dtypes.add(str(h.dtype))
-        loss = F.mse_loss(h.float(), y)
+        sq = Square.apply(h)
+        loss = F.mse_loss(h.float(), y) + 1e-3 * sq.mean()
     scaler.scale(loss).backward()
     scaler.step(opt)
     scaler.update()
@@ -199,7 +215,7 @@ if use_amp:
 else:
     timing["z_sum"] = model(x).sum().item()
 print("RESULT " + json.dumps({"losses": losses, "dtypes": sorted(dtypes), "scale": scaler.get_scale(),
-                              "timing": timing}))
+                              "timing": timing, "custom_fwd": str(sq.dtype)}))
 '''
 
 NANOGPT_CUDA = r'''
@@ -357,12 +373,14 @@ def test_cuda_training_script_matches_cpu(tmp_path):
 
 @only_strict
 def test_cuda_amp_gradscaler_events_memory(tmp_path):
-    """torch.cuda.amp.autocast + GradScaler (float16 on tpu), a side stream,
+    """torch.cuda.amp.autocast + GradScaler (float16 on tpu), an autograd
+    Function under torch.amp.custom_fwd(device_type="cuda"), a side stream,
     Event timing, synchronize and the memory queries."""
     ref = run_cpu(tmp_path, AMP_CUDA)
     got, _ = run_tpu(tmp_path, AMP_CUDA)
     assert ref["dtypes"] == ["torch.float32"] and got["dtypes"] == ["torch.float16"]  # tpu autocast ran
     assert got["scale"] == 1024.0 and ref["scale"] == 1.0  # scaler enabled on tpu, no overflow step
+    assert got["custom_fwd"] == ref["custom_fwd"] == "torch.float32"  # custom_fwd(device_type="cuda") casts
     _close(got["losses"], ref["losses"], 2e-2, 2e-3)  # float16 matmuls vs float32
     t = got["timing"]
     _close(t["z_sum"], ref["timing"]["z_sum"], 2e-2, 2e-2)
