@@ -1,7 +1,7 @@
 """Character-level GPT training on tpu, nanoGPT style, from a local text file.
 
     .venv/bin/python examples/nanogpt_char.py                  # tpu, examples/nanogpt_char.txt
-    .venv/bin/python examples/nanogpt_char.py --steps 600 --n-layer 4
+    .venv/bin/python examples/nanogpt_char.py --steps 600 --n-layer 4 --compile
     .venv/bin/python examples/nanogpt_char.py --data my.txt --device cpu
 
 The training loop follows nanoGPT's train.py: a 90/10 train/val split of the
@@ -114,6 +114,7 @@ def main():
     ap.add_argument("--eval-interval", type=int, default=100)
     ap.add_argument("--eval-iters", type=int, default=4)
     ap.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (one program per graph)")
     ap.add_argument("--sample", type=int, default=200, help="characters to generate at the end (0: none)")
     ap.add_argument("--seed", type=int, default=1337)
     args = ap.parse_args()
@@ -149,7 +150,7 @@ def main():
                                   lr=args.lr, betas=(0.9, 0.99))
     scaler = torch.amp.GradScaler(device_type, enabled=(args.dtype == "float16"))
     print(f"{sum(p.numel() for p in model.parameters()) / 1e3:.1f}K parameters on {device}")
-    run_model = model
+    run_model = torch.compile(model) if args.compile else model
 
     warmup = max(args.steps // 10, 1)
 
