@@ -187,6 +187,14 @@ test-faults: build
 	$(VPY) -m pip install -q --disable-pip-version-check -r requirements-faults.txt
 	TORCH_TPU_EAGER_MODE=strict $(VPY) -m pytest -q -p no:cacheprovider tests/faults
 
+# PyTorch's device-generic harness on tpu and cpu (issue 25): every OpInfo of
+# op_db (TORCH_TPU_DEVICE_GENERIC=full; =sample is the slice `make test` runs),
+# then the tpu-only failures counted by tools/device_generic_report.py.
+.PHONY: test-pytorch
+DEVICE_GENERIC ?= full
+test-pytorch: build
+	TORCH_TPU_DEVICE_GENERIC=$(DEVICE_GENERIC) $(VPY) tools/device_generic_report.py --mode strict
+
 # A few profiled training steps of the example model: a chrome trace, a
 # TensorBoard trace, a memory snapshot and explain's table (issue 26).
 .PHONY: profile-demo
