@@ -448,6 +448,21 @@ def test_run_sets_argv_and_unmappable_calls_raise_naming_them(tmp_path):
     assert "NotImplementedError: torch.cuda.CUDAGraph: no tpu equivalent" in r.stderr, r.stderr[-3000:]
 
 
+COMPILED_CUDA = r'''
+import json
+import torch
+
+device = torch.device("cuda")  # a compiled function naming the device
+
+@torch.compile
+def step(a):
+    return torch.ones(3, device="cuda") + a * 2 + torch.arange(3, device=device)
+
+out = step(torch.full((3,), 0.5, device=device))
+print("RESULT " + json.dumps({"out": out.tolist(), "device": str(out.device)}))
+'''
+
+
 @only_strict
 def test_compiled_function_with_cuda_devices(tmp_path):
     """torch.compile over code that names cuda: the graph's device constants
