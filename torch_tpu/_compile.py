@@ -20,7 +20,96 @@ _FUSED = MODES["fused"]
 _DEBUG = MODES["debug"]
 
 
+# ---- layouts: the graph's plan vs what tpu kernels return ---------------------
+# AOTAutograd plans every node's strides with the meta kernels (PyTorch's
+# rules: a _to_copy, clone or elementwise op of a transposed tensor keeps its
+# permuted layout).  tpu kernels return contiguous results (a layout is a
+# transpose in the program; XLA picks its own).  The values are the same;
+# only ops that read strides differ: a `view` the plan found valid on the
+# permuted layout is refused on the contiguous one ("view size is not
+# compatible ..."; nanoGPT's attention backward), and an `as_strided` would
+# read the wrong elements.  So before each such op the operand is given the
+# planned layout when its layout differs (a copy into empty_strided, one
+# transpose in the program); same layout (the usual case): nothing is done.
+
+_aten = torch.ops.aten
+_LAYOUT_READERS = (
+    _aten.view.default,
+    _aten._unsafe_view.default,
+    _aten.as_strided.default,
+    _aten.view_as_real.default,
+    _aten.view_as_complex.default,
+)
+
+
+def _same_layout(t, size, stride):
+    if tuple(t.shape) != size:
+        return False
+    return all(n <= 1 or a == b for n, a, b in zip(size, t.stride(), stride))
+
+
+def _planned_layout(t, size, stride):
+    """t with the strides the graph was planned with (t itself when it has them)."""
+    if not isinstance(t, torch.Tensor) or _same_layout(t, size, stride):
+        return t
+    out = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
+def _dense(size, stride):
+    """Do (size, stride) cover a block of numel elements, each once?"""
+    expected = 1
+    for n, st in sorted(((n, st) for n, st in zip(size, stride) if n != 1), key=lambda d: d[1]):
+        if n == 0:
+            return True
+        if st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _plannable(v):
+    """A planned operand whose layout we can give: a dense tensor that owns
+    its storage from offset 0 (not a window into a larger storage, which an
+    as_strided could read beyond)."""
+    if not isinstance(v, torch.Tensor) or v.is_sparse:
+        return False
+    try:
+        if v.storage_offset() != 0 or not _dense(tuple(v.shape), tuple(v.stride())):
+            return False
+        return v.untyped_storage().nbytes() == v.numel() * v.element_size()
+    except Exception:  # symbolic sizes, tensor subclasses: leave the node as is
+        return False
+
+
+def conform_layouts(gm):
+    """Insert _planned_layout before each op of gm that reads its operand's
+    strides; returns how many were inserted."""
+    inserted = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in _LAYOUT_READERS or not node.args:
+            continue
+        src = node.args[0]
+        if not isinstance(src, torch.fx.Node):
+            continue
+        v = src.meta.get("val")
+        if not _plannable(v):
+            continue
+        with gm.graph.inserting_before(node):
+            fixed = gm.graph.call_function(
+                _planned_layout, (src, tuple(v.shape), tuple(v.stride())))
+        fixed.meta["val"] = v
+        node.args = (fixed,) + tuple(node.args[1:])
+        inserted += 1
+    if inserted:
+        gm.recompile()
+    return inserted
+
+
 def _fused_runner(gm, example_inputs):
+    conform_layouts(gm)
+
     @functools.wraps(gm.forward)
     def run(*args):
         prev = _C.get_mode()

@@ -40,6 +40,7 @@ _ONLY_IN = {
     # no eager op semantics of their own
     "test_cache_security.py": ("strict",),
     "test_compile.py": ("strict",),
+    "test_compile_nanogpt.py": ("strict",),
     "test_distributed.py": ("strict",),
     "test_dist_timeout.py": ("strict",),
     "test_multi_device.py": ("strict",),
