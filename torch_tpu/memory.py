@@ -84,7 +84,10 @@ def _snapshot(device=None):
         frames = _frames(frames)
         tr = traces[dev if 0 <= dev < ndev else 0]
         ev = {"addr": address, "size": nbytes, "stream": 0, "time_us": t, "frames": frames}
-        if action == "alloc":
+        if action == "oom":  # the request that failed (no address), as CUDA's
+            tr.append({"action": "oom", "addr": 0, "size": nbytes, "device_free": 0, "stream": 0, "time_us": t,
+                       "frames": frames})
+        elif action == "alloc":
             tr.append(dict(ev, action="segment_alloc"))
             tr.append(dict(ev, action="alloc"))
         else:

@@ -21,6 +21,9 @@ static PyObject *OutOfMemory; /* torch.OutOfMemoryError, handed over by the C++ 
 
 void tpu_py_set_oom_error(PyObject *cls) { OutOfMemory = cls; }
 
+static tpu_py_oom_note_fn oom_note;
+void tpu_py_set_oom_note(tpu_py_oom_note_fn fn) { oom_note = fn; }
+
 /* The exception PyTorch raises for the same mistake on CPU (and CUDA, for
  * running out of device memory). */
 PyObject *tpu_py_raise_status(tpu_status_t st) {
@@ -31,7 +34,11 @@ PyObject *tpu_py_raise_status(tpu_status_t st) {
     case TPU_RESOURCE_EXHAUSTED: exc = OutOfMemory ? OutOfMemory : PyExc_MemoryError; break;
     default: exc = PyExc_RuntimeError; break;
   }
-  PyErr_SetString(exc, tpu_status_message(st));
+  char note[1024];
+  note[0] = 0;
+  if (tpu_status_code(st) == TPU_RESOURCE_EXHAUSTED && oom_note) oom_note(tpu_status_message(st), note, sizeof(note));
+  if (note[0]) PyErr_Format(exc, "%s%s", tpu_status_message(st), note);
+  else PyErr_SetString(exc, tpu_status_message(st));
   tpu_status_free(st);
   return NULL;
 }

@@ -7,6 +7,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/Exceptions.h>
 
+#include "torch/memory_history.h"
 #include "torch/tpu_torch.h"
 
 namespace torch_tpu {
@@ -90,6 +91,7 @@ void throw_status(tpu_status_t st) {
     case TPU_OUT_OF_RANGE:
       TORCH_CHECK_INDEX(false, msg);
     case TPU_RESOURCE_EXHAUSTED:
+      if (g_memory_history_on.load(std::memory_order_relaxed)) msg += memory_history_oom_note(msg.c_str());
       TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
     case TPU_UNIMPLEMENTED:
       TORCH_CHECK_NOT_IMPLEMENTED(false, msg);

@@ -16,6 +16,8 @@
 #include <frameobject.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -24,6 +26,7 @@
 #include <vector>
 
 extern "C" {
+#include "python/module.h"
 #include "runtime/storage_list.h"
 }
 
@@ -39,7 +42,7 @@ struct Frame {
 };
 
 struct Entry {
-  int action;  // 0 alloc, 1 free
+  int action;  // 0 alloc, 1 free, 2 out of memory (nbytes: the request)
   uint64_t address;
   size_t nbytes;
   int device;
@@ -152,7 +155,7 @@ PyObject* py_history(PyObject*, PyObject*) {
   }
   for (const Entry& e : g_entries) {
     PyObject* fr = frames_list(e.frames);
-    PyObject* t = fr ? Py_BuildValue("(sKniLN)", e.action ? "free" : "alloc", static_cast<unsigned long long>(e.address),
+    PyObject* t = fr ? Py_BuildValue("(sKniLN)", e.action == 2 ? "oom" : e.action ? "free" : "alloc", static_cast<unsigned long long>(e.address),
                                      static_cast<Py_ssize_t>(e.nbytes), e.device, static_cast<long long>(e.time_us), fr)
                      : nullptr;
     if (!t || PyList_Append(entries, t) < 0) {
@@ -238,6 +241,75 @@ void memory_history_free(const void* ctx) {
     push(Entry{1, it->second.address, it->second.nbytes, it->second.device, t, frames});
   g_live.erase(it);
 }
+
+namespace {
+
+// "4.00 MiB" -> bytes (the engine's out-of-memory message), 0 if unreadable
+size_t parse_bytes(const char* s) {
+  char* end = nullptr;
+  double v = strtod(s, &end);
+  if (!end || end == s) return 0;
+  while (*end == ' ') end++;
+  double unit = 1;
+  if (!strncmp(end, "KiB", 3)) unit = 1024.0;
+  else if (!strncmp(end, "MiB", 3)) unit = 1024.0 * 1024;
+  else if (!strncmp(end, "GiB", 3)) unit = 1024.0 * 1024 * 1024;
+  else if (!strncmp(end, "TiB", 3)) unit = 1024.0 * 1024 * 1024 * 1024;
+  return static_cast<size_t>(v * unit);
+}
+
+bool ours(const std::string& file) {
+  return file.find("/torch_tpu/") != std::string::npos || file.find("/torch/") != std::string::npos;
+}
+
+// module.c's out-of-memory hook: while recording, the failure is an "oom"
+// entry of the trace, and the note says where each live allocation the
+// message names was made (its stack's first frame outside torch).
+void oom_note(const char* message, char* out, size_t n) {
+  out[0] = 0;
+  if (!g_memory_history_on.load(std::memory_order_relaxed)) return;
+  const char* req = strstr(message, "Tried to allocate ");
+  size_t request = req ? parse_bytes(req + strlen("Tried to allocate ")) : 0;
+  int device = 0;
+  if (const char* d = strstr(message, "tpu:")) device = atoi(d + 4);
+  auto frames = capture();
+  std::string note;
+  std::lock_guard<std::mutex> g(g_lock);
+  push(Entry{2, 0, request, device, now_us(), frames});
+  for (const char* p = strstr(message, " at 0x"); p; p = strstr(p + 1, " at 0x")) {
+    uint64_t address = strtoull(p + 4, nullptr, 16);
+    for (const auto& kv : g_live) {
+      if (kv.second.address != address || !kv.second.frames) continue;
+      for (const Frame& f : *kv.second.frames) {
+        if (ours(f.filename)) continue;
+        char b[600];
+        snprintf(b, sizeof(b), "%s0x%llx made at %s:%d in %s", note.empty() ? " Where they were made: " : "; ",
+                 static_cast<unsigned long long>(address), f.filename.c_str(), f.line, f.name.c_str());
+        note += b;
+        break;
+      }
+      break;
+    }
+  }
+  if (!note.empty()) note += ".";
+  snprintf(out, n, "%s", note.c_str());
+}
+
+}  // namespace
+
+std::string memory_history_oom_note(const char* message) {
+  char note[1024];
+  oom_note(message, note, sizeof(note));
+  return note;
+}
+
+namespace {
+
+struct RegisterOomNote {
+  RegisterOomNote() { tpu_py_set_oom_note(&oom_note); }
+} g_register_oom_note;
+
+}  // namespace
 
 PyMethodDef memory_history_methods[] = {
     {"_memory_history_record", py_record, METH_VARARGS,

@@ -182,3 +182,24 @@ def test_out_of_memory_names_largest_live_allocations():
     finally:
         torch.tpu.set_per_process_memory_fraction(1.0)
     assert torch.ones(4, device=TPU).sum().item() == 4.0
+
+
+def test_out_of_memory_while_recording_names_where_and_is_in_the_trace(recording):
+    ln = _line() + 1
+    big = torch.ones(1 << 20, device=TPU)  # 4 MiB, written
+    assert big.sum().item() == float(1 << 20)
+    total = torch_tpu._C.memory_info(0)["total_bytes"]
+    used = torch.tpu.memory_allocated()
+    torch.tpu.set_per_process_memory_fraction((used + (1 << 20)) / total)
+    try:
+        with pytest.raises(torch.OutOfMemoryError) as ei:
+            o = torch.ones(1 << 23, device=TPU)  # 32 MiB
+            o[-1].item()
+        msg = str(ei.value)
+        assert f"0x{big.data_ptr():x} made at {HERE}:{ln} in " \
+               "test_out_of_memory_while_recording_names_where_and_is_in_the_trace" in msg
+    finally:
+        torch.tpu.set_per_process_memory_fraction(1.0)
+    ooms = [e for e in torch.tpu.memory._snapshot()["device_traces"][0] if e["action"] == "oom"]
+    assert len(ooms) == 1 and ooms[0]["size"] == 32 << 20
+    assert any(os.path.abspath(f["filename"]) == HERE for f in ooms[0]["frames"])
