@@ -49,6 +49,7 @@
 #include <output_base.h>
 
 extern "C" {
+#include "runtime/event.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "runtime/trace.h"
@@ -97,20 +98,29 @@ std::string hex_key(uint64_t key) {
   return b;
 }
 
+// Runs what is pending and waits for the device; a failure it reports
+// (asynchronous, or a device-side check) is kept for the user's next
+// synchronize, where it would have been reported without the profiler.
+void wait_for_device() {
+  if (!tpu_rt_initialized()) return;
+  tpu_status_t st = tpu_rt_synchronize();
+  if (st) tpu_work_fail(st);
+}
+
 class TpuSession final : public libkineto::IActivityProfilerSession {
  public:
   ~TpuSession() override = default;
 
   void start() override {
     // work recorded before the profile runs first and is not part of it
-    if (tpu_rt_initialized()) tpu_status_free(tpu_rt_synchronize());
+    wait_for_device();
     tpu_rt_trace_start();
     status_ = libkineto::TraceStatus::RECORDING;
   }
 
   void stop() override {
     // every execution issued inside completes (and is recorded) first
-    if (tpu_rt_initialized()) tpu_status_free(tpu_rt_synchronize());
+    wait_for_device();
     tpu_rt_trace_stop();
     std::vector<tpu_rt_trace_event_t> buf(4096);
     int n;

@@ -216,3 +216,24 @@ def test_cpu_only_profile_records_no_tpu_events(tmp_path):
         (torch.ones(4, device="tpu") + 1).cpu()
     assert not torch_tpu._C.trace_active()
     assert _tpu_events(_trace_of(prof, tmp_path)) == []
+
+
+def test_a_device_side_error_inside_a_profile_is_reported_once():
+    x = torch.arange(6.0, device="tpu")
+    idx = torch.tensor([40], device="tpu")
+    raised = 0
+    try:
+        # out of range: a device-side check; debug mode raises at the op, the
+        # others where the profile stops (PyTorch synchronizes the device there)
+        with profile(activities=ACTS):
+            torch.take(x, idx)
+    except IndexError as e:
+        assert "tried to access index 40" in str(e)
+        raised += 1
+    try:
+        torch.tpu.synchronize()
+    except IndexError as e:
+        assert "tried to access index 40" in str(e)
+        raised += 1
+    assert raised == 1  # neither swallowed by the profiler's own waits nor reported twice
+    torch.tpu.synchronize()
