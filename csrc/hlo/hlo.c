@@ -855,6 +855,12 @@ tpu_hlo_value_t tpu_hlo_binary(tpu_hlo_func_t *f, const char *op, tpu_hlo_value_
     else if (t.dtype == TPU_F64) t.dtype = TPU_C128;
     else return FAIL(f, "complex: expected f32 or f64 parts, got %s", TPU_HLO_TSTR(ta, b1));
   }
+  /* An integer division with no elements has no values.  Its 0-element
+   * operands are constants, and XLA's StableHLO folder divides their splat
+   * values: 0 / 0 in the compiler, SIGFPE (found by tests/faults' op fuzzer) */
+  if ((!strcmp(op, "remainder") || !strcmp(op, "divide")) && tpu_hlo_type_numel(&t) == 0 &&
+      !tpu_dtype_is_float(t.dtype) && !tpu_dtype_is_complex(t.dtype))
+    return tpu_hlo_constant(f, t, 0);
   return tpu_hlo__simple(f, op, ops, 2, &t, NULL);
 }
 

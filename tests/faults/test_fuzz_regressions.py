@@ -74,6 +74,11 @@ CASES = {
                               "inputs": [{"shape": [3, 3], "dtype": "uint8", "view": "expand", "kind": "special"}]},
     "log_softmax_int64_bad_dim": {"op": "log_softmax", "seed": 166, "params": {"dim": 1},
                                   "inputs": [{"shape": [2], "dtype": "int64", "view": "stride2", "kind": "special"}]},
+    # ... but an empty integer tensor: CPU runs no kernel and returns an empty tensor of its dtype
+    "softmax_uint8_empty": {"op": "softmax", "seed": 171978529, "params": {"dim": 1},
+                            "inputs": [{"shape": [2, 0], "dtype": "uint8", "view": "expand", "kind": "normal"}]},
+    "log_softmax_int8_empty": {"op": "log_softmax", "seed": 2445918, "params": {"dim": 0},
+                               "inputs": [{"shape": [0], "dtype": "int8", "view": "stride2", "kind": "normal"}]},
     # argmax/argmin: bool input is RuntimeError ("does not support bool input") before any dim check; an
     # empty input with no dim is IndexError (tpu: RuntimeError, or a value for bool)
     "argmax_empty_no_dim": {"op": "argmax", "seed": 3, "params": {},
@@ -95,6 +100,36 @@ CASES = {
         "inputs": [{"shape": [3, 3, 3], "dtype": "uint8", "view": "expand", "kind": "normal"},
                    {"shape": [3, 3, 3], "dtype": "bool", "view": "contig", "kind": "normal"}]},
 }
+
+
+# cases that killed the process: each runs in a child (a regression must fail the test, not kill the suite)
+CRASHES = {
+    # fmod of two 0-element int8 views: SIGFPE inside XLA's compiler (its StableHLO folder divided the
+    # 0-element constants' splat values, 0 % 0)
+    "fmod_int8_empty_sigfpe": {"op": "fmod", "seed": 0,
+                               "inputs": [{"shape": [0], "dtype": "int8", "view": "stride2", "kind": "special"},
+                                          {"shape": [0], "dtype": "int8", "view": "stride2", "kind": "special"}]},
+    "floor_divide_int32_empty": {"op": "floor_divide", "seed": 0,
+                                 "inputs": [{"shape": [0, 3], "dtype": "int32", "view": "transpose", "kind": "special"},
+                                            {"shape": [3], "dtype": "int32", "view": "stride2", "kind": "special"}]},
+    # PyTorch's own CPU conv1d (oneDNN brgemm) segfaults on this bfloat16 input with size-1-dim strides of
+    # a transposed view: not ours; fuzz_ops.py gives the CPU reference canonical strides.  The tpu side
+    # must not crash on it either
+    "conv1d_bf16_cpu_reference_segfault": {
+        "op": "conv1d", "seed": 159311854, "params": {"stride": 2, "padding": 1, "dilation": 2, "groups": 1},
+        "inputs": [{"shape": [2, 3, 1], "dtype": "bfloat16", "view": "transpose", "kind": "normal"},
+                   {"shape": [1, 3, 1], "dtype": "bfloat16", "view": "contig", "kind": "normal"}]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CRASHES))
+def test_fuzz_crash_regression(name):
+    import subprocess
+    case = json.dumps(CRASHES[name])
+    r = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz_ops.py"),
+                        "case", case], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"{name}: the process ended with {r.returncode}\n{r.stderr[-2000:]}"
+    assert r.stdout.strip().splitlines()[-1] == "None", f"{name}: {r.stdout[-2000:]}"
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
