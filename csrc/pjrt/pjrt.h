@@ -194,6 +194,12 @@ tpu_status_t tpu_pjrt_execute(tpu_pjrt_exec_t *exec, tpu_pjrt_buffer_t *const *c
                               const tpu_pjrt_execute_options_t *options,
                               tpu_pjrt_buffer_t **const *out_outputs);
 
+/* The program the compiler made (PJRT_Executable_OptimizedProgram): its
+ * bytes (free() them) and format ("hlo": a serialized HloModuleProto;
+ * "hlo_with_config", the XLA CPU plugin's, with its compile options).
+ * UNIMPLEMENTED where the plugin has no such entry. */
+tpu_status_t tpu_pjrt_exec_optimized_program(tpu_pjrt_exec_t *exec, void **out_bytes, size_t *out_size,
+                                             char *out_format, size_t format_cap);
 /* Serialize to bytes (free() them) / load bytes made by the same plugin. */
 tpu_status_t tpu_pjrt_exec_serialize(tpu_pjrt_exec_t *exec, void **out_bytes, size_t *out_size);
 tpu_status_t tpu_pjrt_exec_deserialize(tpu_pjrt_client_t *client, const void *bytes, size_t size,

@@ -243,6 +243,11 @@ typedef struct { PJ_ARGS_HEAD; pj_client_t *client; void *data; size_t size; } p
 typedef struct { PJ_ARGS_HEAD; pj_client_t *client; void *data; } pj_client_dma_unmap_args_t;
 
 /* ---- executables ---- */
+typedef struct {
+  PJ_ARGS_HEAD;
+  pj_executable_t *executable;
+  pj_program_t *program; /* in/out: code NULL asks for code_size; the plugin sets format */
+} pj_executable_optimized_program_args_t; /* PJRT_Executable_OptimizedProgram_Args */
 typedef struct { PJ_ARGS_HEAD; pj_executable_t *executable; } pj_executable_destroy_args_t;
 typedef struct {
   PJ_ARGS_HEAD;
@@ -395,7 +400,7 @@ typedef struct pj_api {
   PJ_FN(executable_size_of_generated_code, pj_executable_code_size_args_t);
   void *executable_get_cost_analysis_;
   void *executable_output_memory_kinds_;
-  void *executable_optimized_program_;
+  PJ_FN(executable_optimized_program, pj_executable_optimized_program_args_t);
   PJ_FN(executable_serialize, pj_executable_serialize_args_t);
 
   PJ_FN(loaded_executable_destroy, pj_loaded_executable_destroy_args_t);

@@ -650,6 +650,40 @@ tpu_status_t tpu_pjrt_exec_serialize(tpu_pjrt_exec_t *exec, void **out_bytes, si
   return st;
 }
 
+tpu_status_t tpu_pjrt_exec_optimized_program(tpu_pjrt_exec_t *exec, void **out_bytes, size_t *out_size,
+                                             char *out_format, size_t format_cap) {
+  *out_bytes = NULL;
+  *out_size = 0;
+  if (format_cap) out_format[0] = 0;
+  if (!exec) return tpu_status_make(TPU_INVALID_ARGUMENT, "optimized program: NULL executable");
+  const pj_api_t *api = exec->client->api;
+  if (!api->executable_optimized_program)
+    return tpu_status_make(TPU_UNIMPLEMENTED, "the plugin gives no optimized program");
+  pj_loaded_executable_get_executable_args_t g = {.struct_size = sizeof(g), .loaded_executable = exec->exec};
+  TPU_PROPAGATE(tpu_pjrt_status_from_error(api, api->loaded_executable_get_executable(&g), "optimized program"));
+  pj_program_t prog = {.struct_size = sizeof(prog)};
+  pj_executable_optimized_program_args_t a = {.struct_size = sizeof(a), .executable = g.executable, .program = &prog};
+  tpu_status_t st = tpu_pjrt_status_from_error(api, api->executable_optimized_program(&a), "optimized program size");
+  char *code = NULL;
+  if (!st && prog.code_size) {
+    code = (char *)malloc(prog.code_size);
+    if (!code) st = pj_oom();
+    prog.code = code;
+    if (!st) st = tpu_pjrt_status_from_error(api, api->executable_optimized_program(&a), "optimized program");
+  }
+  if (!st) {
+    *out_bytes = code;
+    *out_size = prog.code_size;
+    code = NULL;
+    if (format_cap && prog.format)
+      snprintf(out_format, format_cap, "%.*s", (int)(prog.format_size < format_cap ? prog.format_size : format_cap - 1),
+               prog.format);
+  }
+  free(code);
+  pj_executable_release(api, g.executable);
+  return st;
+}
+
 typedef struct { const unsigned char *p; size_t left; int bad; } pj_rd_t;
 static uint32_t rd_u32(pj_rd_t *r) {
   uint32_t v = 0;

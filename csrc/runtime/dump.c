@@ -5,6 +5,9 @@
  *                 XLA options it was compiled with in a comment at the top
  *   d/<key>.txt   key, name, op count, where it came from, the seconds that
  *                 took, and its op list (rule names in graph order)
+ *   d/<key>.<format>.pb  XLA's optimized program where the plugin gives it
+ *                 (PJRT_Executable_OptimizedProgram: a serialized
+ *                 HloModuleProtoWithConfig on XLA's CPU plugin: <key>.hlo_with_config.pb)
  *
  * <key> is the program's cache key in 16 hex digits (the key metrics(),
  * the trace and torch_tpu.debug.explain name it by).  The text is written
@@ -93,4 +96,24 @@ void dump_program_meta(uint64_t key, const char *name, int ops, const char *cons
     write_whole(fname, parts, lens, 1);
   }
   tpu_strbuf_free(&sb);
+}
+
+void dump_program_optimized(uint64_t key, tpu_pjrt_exec_t *exec) {
+  if (!dump_dir() || !exec) return;
+  void *bytes = NULL;
+  size_t n = 0;
+  char format[32];
+  tpu_status_t st = tpu_pjrt_exec_optimized_program(exec, &bytes, &n, format, sizeof(format));
+  if (!st && n) {
+    char name[96];
+    int safe = format[0] != 0;
+    for (const char *c = format; *c; c++) safe &= (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_';
+    snprintf(name, sizeof(name), "%016llx.%s%s", (unsigned long long)key,
+             safe ? format : "bin", !strncmp(format, "hlo", 3) ? ".pb" : "");
+    const char *parts[1] = {(const char *)bytes};
+    size_t lens[1] = {n};
+    write_whole(name, parts, lens, 1);
+  }
+  tpu_status_free(st); /* a plugin without it: no file */
+  free(bytes);
 }

@@ -381,6 +381,7 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
     if (!st) {
       metrics_program_made(key, desc, from_disk ? TPU_PROGRAM_DISK : TPU_PROGRAM_COMPILED, tpu_clock_now() - t0);
       desc = NULL;
+      if (dump_dir()) dump_program_optimized(key, exec);
       tpu_cache_insert(R.cache, key, exec, len);
       st = run_program(dev, exec, key, why, g->inputs, g->ninputs, outs, nlive, alias, nchecks);
     } else if (getenv("TORCH_TPU_DUMP_ON_ERROR")) {

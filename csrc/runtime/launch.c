@@ -185,6 +185,7 @@ static void *worker(void *arg) {
     metrics_build_end();
     double seconds = tpu_clock_now() - t0;
     if (!st) metrics_program_made(j->key, j->desc, from_disk ? TPU_PROGRAM_DISK : TPU_PROGRAM_COMPILED, seconds);
+    if (!st && dump_dir()) dump_program_optimized(j->key, exec);
     else if (getenv("TORCH_TPU_DUMP_ON_ERROR")) fprintf(stderr, "%s\n", j->text);
     LOCK();
     if (!st) j->desc = NULL;

@@ -273,6 +273,7 @@ const char *dump_dir(void); /* NULL: no dumps */
 void dump_program_text(uint64_t key, const char *text, size_t len, const char *xla_flags);
 void dump_program_meta(uint64_t key, const char *name, int ops, const char *const *rules, int nrules,
                        const char *source, double seconds);
+void dump_program_optimized(uint64_t key, tpu_pjrt_exec_t *exec); /* XLA's program, where the plugin gives it */
 
 /* ---- the process-wide runtime ----------------------------------------------------------- */
 typedef struct tpu_runtime {

@@ -162,6 +162,14 @@ def test_dump_dir_writes_stablehlo_op_list_and_compile_time(tmp_path):
     all_ops = {o for p in progs for o in (d / f"{p['key'] if isinstance(p['key'], str) else format(p['key'], '016x')}.txt").read_text().split("op_list: ")[1].split()}
     assert {"exp", "mul", "sum"} <= all_ops
     assert any(re.search(r"stablehlo\.exponential", (d / f).read_text()) for f in files if f.endswith(".mlir"))
+    # XLA's optimized program, where the plugin gives it (the XLA CPU plugin: a
+    # serialized HloModuleProtoWithConfig, which names XLA's fused computations)
+    opt = [f for f in files if f.endswith(".pb")]
+    if torch_tpu._C.platform() == "cpu":
+        assert len(opt) == len(progs)
+        assert all(f.split(".")[0] in {p["key"] if isinstance(p["key"], str) else f"{p['key']:016x}" for p in progs}
+                   for f in opt)
+        assert any(b"exponential" in (d / f).read_bytes() for f in opt)
     # no temporary files left
     assert not [f for f in files if ".tmp." in f]
 
