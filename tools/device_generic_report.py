@@ -94,7 +94,10 @@ def main():
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", TEST, f"--junitxml={xml}"]
         if a.k:
             cmd += ["-k", a.k]
-        subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+        rc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL).returncode
+        if not os.path.exists(xml):  # the process died (a crash) before pytest wrote its report
+            sys.exit(f"pytest exited with {rc} before writing {xml}: a crash; its stderr above names the test "
+                     "(rerun the rest with -k or TORCH_TPU_DEVICE_GENERIC_SHARD)")
     text, data = report(parse(xml))
     print(text)
     if a.json:

@@ -102,6 +102,8 @@ _TPU_GAPS = (
                                            "contiguous strides (values are CPU's)"),
     ("test_out_matches_functional_and_resizes_like_cpu_cumsum", "cumsum(out= of another dtype) sums in the "
                                                                 "result's dtype, CPU in the out's"),
+    ("test_noncontiguous_grads_equal_contiguous_linalg_eigvals", "the process segfaults (backward of the "
+                                                                 "noncontiguous sample; found by the full run)"),
     ("test_dropout_high_rank", "elementwise ops and factories stop at rank 8 on tpu (random draws do not)"),
 )
 
