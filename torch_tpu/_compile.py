@@ -75,6 +75,9 @@ def _plannable(v):
     as_strided could read beyond)."""
     if not isinstance(v, torch.Tensor) or v.is_sparse:
         return False
+    # a symbolic size or stride (dynamic=True) cannot be baked into the graph
+    if any(not isinstance(d, int) for d in (*v.shape, *v.stride())):
+        return False
     try:
         if v.storage_offset() != 0 or not _dense(tuple(v.shape), tuple(v.stride())):
             return False
