@@ -42,6 +42,11 @@ taken in the same process, one after the other):
   kernels      the bench GPT with RMSNorm for LayerNorm (bench/kernels.py):
                the custom-op RMSNorm kernel of examples/custom_rmsnorm.py vs
                the same norm in built-in ops, fused training step, same run
+  cuda_unchanged  an unchanged CUDA-style training script
+               (examples/cuda_unchanged/bench_cuda.py, bench/cuda_unchanged.py)
+               through torch_tpu.run: tpu strict / fused / compiled vs the
+               same file on PyTorch CPU, fresh processes, cold cache; ms/step,
+               first step, compiles, final losses (must match CPU)
   first        (a group: first_smollm2, first_sd, first_wlm, first_lstmcell,
                first_nanogpt, first_clone; bench/first.py) cold start and
                loops that used to recompile: a fresh process on an empty
@@ -72,12 +77,14 @@ REPO = os.path.dirname(BENCH)
 QUICK = os.environ.get("TORCH_TPU_BENCH_QUICK", "") not in ("", "0")
 
 FIRST = ["first_smollm2", "first_sd", "first_wlm", "first_lstmcell", "first_nanogpt", "first_clone"]
-SECTIONS = ["op_latency", "chain", "chain_arith", "train", "device_checks", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm", "kernels"] + FIRST
+SECTIONS = ["op_latency", "chain", "chain_arith", "train", "device_checks", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm", "kernels", "cuda_unchanged"] + FIRST
 # names --only accepts for several sections
 GROUPS = {"first": FIRST}
 # seconds each section may take before it is killed (full mode; quick: /2)
 LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "device_checks": 420, "startup": 300, "memory": 240,
           "import": 240, "transfer": 180, "pjrt": 180, "hf": 1500, "dist": 900, "lstm": 600, "kernels": 300,
+          # bench/cuda_unchanged.py: 7-8 fresh processes, each compiling from an empty cache
+          "cuda_unchanged": 1500,
           # bench/first.py: fresh processes that compile everything (tens of seconds each, several per
           # section); first_clone: `make demo` in a fresh clone gets 15 minutes
           "first_smollm2": 2400, "first_sd": 1200, "first_wlm": 1200, "first_lstmcell": 1200,
@@ -690,6 +697,12 @@ def sec_kernels():
     return kernels.measure(torch, 5 if QUICK else 10)
 
 
+def sec_cuda_unchanged():
+    sys.path.insert(0, BENCH)
+    import cuda_unchanged
+    return cuda_unchanged.sec_cuda_unchanged(_measure, QUICK)
+
+
 def _sec_first(name):
     def sec():
         torch = _torch()
@@ -699,7 +712,7 @@ def _sec_first(name):
     return sec
 
 
-FUNCS = {"lstm": sec_lstm, "kernels": sec_kernels, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "device_checks": sec_device_checks, "startup": sec_startup,
+FUNCS = {"lstm": sec_lstm, "kernels": sec_kernels, "cuda_unchanged": sec_cuda_unchanged, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "device_checks": sec_device_checks, "startup": sec_startup,
          "memory": sec_memory, "import": sec_import, "transfer": sec_transfer, "pjrt": sec_pjrt, "dist": sec_dist,
          **{name: _sec_first(name) for name in FIRST}}
 
@@ -940,6 +953,13 @@ def markdown(results):
         sys.path.insert(0, BENCH)
         import kernels
         rows.extend(kernels.markdown_rows(ksr, _cell))
+
+    cur = R.get("cuda_unchanged", {})
+    if cur:
+        sys.path.insert(0, BENCH)
+        import cuda_unchanged
+        rows.extend(cuda_unchanged.markdown_rows(cur, _cell))
+        notes.extend(cuda_unchanged.notes(cur))
 
     if any(k in R for k in FIRST):
         sys.path.insert(0, BENCH)
