@@ -179,6 +179,31 @@ test-kernels: build $(JAX_STAMP)
 	    tests/python/test_custom_kernels.py || exit $$?; done
 	PYTHONPATH=$(JAX_SITE) TORCH_TPU_EAGER_MODE=fused $(VPY) examples/custom_rmsnorm.py
 
+# Ray Train on tpu (issue 25): .venv-ray, a venv of .venv's interpreter whose
+# _venv_base.pth runs site.addsitedir on .venv's site-packages (torch,
+# torch_tpu's development install and entry point, the shared pins), plus
+# requirements-ray.txt with --no-deps (pip sees the pins .venv holds as
+# satisfied: only Ray and what .venv lacks go in).  A local Ray cluster, two
+# tpu_dist workers, against one CPU process: about 3 minutes per mode on 2
+# busy cores (Ray starts in ~1), ~1 minute to build .venv-ray (530 MB).
+RAY_VENV := .venv-ray
+RAY_PY := $(RAY_VENV)/bin/python
+RAY_STAMP := $(RAY_VENV)/.installed
+RAY_TEST_MODES ?= strict fused
+$(RAY_STAMP): requirements-ray.txt | $(STAMP)
+	test -x $(RAY_PY) || $$($(VPY) -c 'import sys;print(sys._base_executable)') -m venv $(RAY_VENV)
+	echo '*' > $(RAY_VENV)/.gitignore
+	echo "import site; site.addsitedir('$(abspath $(SITE))')" > \
+	  $$($(RAY_PY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')/_venv_base.pth
+	$(RAY_PY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-ray.txt \
+	  > $(RAY_VENV)/pip.log 2>&1 || { grep -v "is ignored: it is neither" $(RAY_VENV)/pip.log | tail -40; exit 1; }
+	$(RAY_PY) -c 'import torch, ray; assert torch.__file__.startswith("$(abspath $(SITE))"), torch.__file__'
+	touch $@
+.PHONY: test-ray
+test-ray: build $(RAY_STAMP)
+	@for m in $(RAY_TEST_MODES); do echo "== Ray Train, eager mode $$m"; \
+	  TORCH_TPU_EAGER_MODE=$$m $(RAY_PY) -m pytest -q -x -p no:cacheprovider tests/ray || exit $$?; done
+
 # The fault suite (issue 28): dead ranks, restarts, a killed cache writer,
 # op fuzzing; each test runs its processes under deadlines.  Not in `make
 # test` (it takes minutes): CI runs it when time allows.
