@@ -21,8 +21,17 @@ Each layer then gathers its blocks (one index_select), computes
 softmax(q k^T * scale + bias) v for all requests at once in float32 and
 gathers the token rows back.  Prefill, decode, chunked prefill and prefix
 cache hits are the same computation: a prefix hit only means the context
-starts with blocks written by an earlier request.  Rounding Q and K to
-powers of two keeps the set of shapes (each a compiled program) small.
+starts with blocks written by an earlier request.
+
+Shapes: R is the request count rounded up to a power of two (padding rows
+read token 0 and see key 0 only), Q and K // block_size powers of two, T
+the step's padded token count (model_runner.bucket), so a step's attention
+is one of a small fixed set of programs, all compiled at start-up
+(TpuModelRunner.warm_up).  In fused mode the attention is a program of its
+own (the pending graph is cut before and after it): the rest of a layer
+then depends on T alone, and the many (T, R, Q, K) attention programs are
+small ones.  The metadata is built on the host from vLLM's host tensors
+and uploaded once per step, shared by every layer.
 """
 from dataclasses import dataclass
 from typing import ClassVar
@@ -39,11 +48,23 @@ from vllm.v1.attention.backend import (
 )
 from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
 
+from torch_tpu import _C
+
+from .model_runner import MIN_TOKENS, bucket
+
 NAME = "CUSTOM"
 
+# (host slot mapping, its device copy): every layer of a step gets the same
+# host tensor from vLLM; it goes to the device once.
+_slots = [None, None]
+# Set by TpuModelRunner.warm_up: receives each attention call's arguments.
+capture = None
 
-def _pow2(n):
-    return 1 << max(int(n) - 1, 0).bit_length()
+
+def _cut():
+    """Runs what is pending (fused mode): attention is a program of its own."""
+    if torch.tpu.get_eager_mode() == "fused":
+        _C.flush(_C.CUT_OTHER)
 
 
 class TpuAttentionBackend(AttentionBackend):
@@ -84,6 +105,16 @@ class TpuAttentionBackend(AttentionBackend):
 register_backend(AttentionBackendEnum.CUSTOM, f"{__name__}.TpuAttentionBackend")
 
 
+def step_shape(query_lens, seq_lens, num_tokens, block_size, width, max_tokens, max_reqs):
+    """(T, R, Q, B) of a step: its tokens, requests, longest query and
+    longest context in blocks, each padded to its bucket."""
+    t_pad = bucket(num_tokens, MIN_TOKENS, max(max_tokens, num_tokens))
+    r_pad = bucket(len(query_lens), 1, max(max_reqs, len(query_lens)))
+    q_pad = bucket(int(np.max(query_lens, initial=1)), 1, t_pad)
+    n_blocks = bucket(-(-int(np.max(seq_lens, initial=1)) // block_size), 1, width)
+    return t_pad, r_pad, q_pad, n_blocks
+
+
 @dataclass
 class TpuAttentionMetadata:
     num_actual_tokens: int
@@ -97,6 +128,9 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
     def __init__(self, kv_cache_spec, layer_names, vllm_config, device):
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
         self.block_size = kv_cache_spec.block_size
+        sched = vllm_config.scheduler_config
+        self.max_tokens = sched.max_num_batched_tokens
+        self.max_reqs = sched.max_num_seqs
 
     def build(self, common_prefix_len: int, common_attn_metadata: CommonAttentionMetadata,
               fast_build: bool = False) -> TpuAttentionMetadata:
@@ -109,33 +143,41 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
             seq_lens = cm.seq_lens_cpu_upper_bound[:num_reqs].numpy().astype(np.int64)
         else:
             seq_lens = cm.seq_lens[:num_reqs].cpu().numpy().astype(np.int64)
+        table = cm.block_table_tensor
+        return self.metadata(starts, seq_lens, table.cpu().numpy() if table.device.type != "cpu" else table.numpy(),
+                             num_tokens)
+
+    def metadata(self, starts, seq_lens, table, num_tokens):
+        num_reqs = len(starts) - 1
+        t_pad, r_pad, q_pad, n_blocks = step_shape(starts[1:] - starts[:-1], seq_lens, num_tokens, self.block_size,
+                                                   table.shape[1], self.max_tokens, self.max_reqs)
+        k_pad = n_blocks * self.block_size
         query_lens = starts[1:] - starts[:-1]
         context = seq_lens - query_lens
-
-        bs = self.block_size
-        width = cm.block_table_tensor.shape[1]
-        q_pad = _pow2(max(int(query_lens.max(initial=1)), 1))
-        n_blocks = min(_pow2(-(-int(seq_lens.max(initial=1)) // bs)), width)
-        k_pad = n_blocks * bs
+        pad = r_pad - num_reqs
+        starts_p = np.concatenate([starts[:-1], np.zeros(pad, np.int64)])
+        qlens_p = np.concatenate([query_lens, np.zeros(pad, np.int64)])
+        ctx_p = np.concatenate([context, np.zeros(pad, np.int64)])
 
         # Host-side index arithmetic on a few hundred ints; one upload each.
         rows = np.arange(q_pad)
-        valid = rows[None, :] < query_lens[:, None]                      # [R, Q]
-        q_index = np.where(valid, starts[:-1, None] + rows[None, :], 0)
-        positions = np.where(valid, context[:, None] + rows[None, :], 0)  # [R, Q]
+        valid = rows[None, :] < qlens_p[:, None]                          # [R, Q]
+        q_index = np.where(valid, starts_p[:, None] + rows[None, :], 0)
+        positions = np.where(valid, ctx_p[:, None] + rows[None, :], 0)    # [R, Q]
         visible = np.arange(k_pad)[None, None, :] <= positions[:, :, None]
         bias = np.where(visible, np.float32(0), np.float32(-np.inf))[:, None]
         token_req = np.repeat(np.arange(num_reqs), query_lens)
         token_row = np.arange(int(starts[-1])) - np.repeat(starts[:-1], query_lens)
-        out_index = token_req * q_pad + token_row
-        if out_index.shape[0] < num_tokens:  # padded tokens read row 0
-            out_index = np.concatenate([out_index, np.zeros(num_tokens - out_index.shape[0], np.int64)])
+        out_index = np.zeros(t_pad, np.int64)  # padded tokens read row 0
+        out_index[: token_req.shape[0]] = token_req * q_pad + token_row
+        blocks = np.zeros((r_pad, n_blocks), np.int64)  # padding rows: the null block
+        blocks[:num_reqs] = table[:num_reqs, :n_blocks]
 
         dev = self.device
         return TpuAttentionMetadata(
             num_actual_tokens=num_tokens,
             q_index=torch.from_numpy(q_index).to(dev),
-            blocks=cm.block_table_tensor[:num_reqs, :n_blocks].to(torch.int64),
+            blocks=torch.from_numpy(blocks).to(dev),
             bias=torch.from_numpy(np.ascontiguousarray(bias)).to(dev),
             out_index=torch.from_numpy(out_index).to(dev),
         )
@@ -173,6 +215,10 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
     def do_kv_cache_update(self, layer, key, value, kv_cache, slot_mapping):
         """Writes the step's keys and values into their slots (one scatter)."""
         n = key.shape[0]
+        if slot_mapping.device.type == "cpu":  # host-side input preparation (model_runner)
+            if _slots[0] is not slot_mapping:
+                _slots[:] = [slot_mapping, slot_mapping.to(key.device)]
+            slot_mapping = _slots[1]
         slots = slot_mapping[:n].to(torch.int64).clamp(min=0)  # -1 (padding) -> the null block
         flat = kv_cache.view(-1, self.num_kv_heads, 2 * self.head_size)
         flat.index_copy_(0, slots, torch.cat([key, value], dim=-1).to(kv_cache.dtype))
@@ -183,7 +229,14 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
             raise NotImplementedError("tpu attention: fused output quantization is not supported")
         if attn_metadata is None:  # profiling / warm-up without metadata
             return output
-        md = attn_metadata
+        if capture is not None:
+            capture(self, layer, query, key, value, kv_cache, output)
+        _cut()
+        self._attend(query, kv_cache, attn_metadata, output)
+        _cut()
+        return output
+
+    def _attend(self, query, kv_cache, md, output):
         num_reqs, q_pad = md.q_index.shape
         k_pad = md.bias.shape[-1]
         hkv, g, d = self.num_kv_heads, self.group, self.head_size
@@ -199,6 +252,4 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
         probs = torch.softmax(scores, dim=-1).view(num_reqs, hkv, g * q_pad, k_pad)
         out = torch.matmul(probs, v)                                   # [R, Hkv, G*Q, D]
         out = out.view(num_reqs, hkv, g, q_pad, d).permute(0, 3, 1, 2, 4).reshape(num_reqs * q_pad, hkv * g, d)
-        n = md.num_actual_tokens
-        output[:n] = out.index_select(0, md.out_index[:n]).to(output.dtype)
-        return output
+        output.copy_(out.index_select(0, md.out_index).to(output.dtype).view(output.shape))

@@ -1,23 +1,135 @@
 """The tpu model runner: vLLM's GPU model runner (v1) with the device set
-to tpu.  Inputs are staged in host tensors and copied to tpu each step
-(vLLM's CpuGpuBuffer), the model's weights, activations and KV cache live
-on tpu, sampled token ids come back to the host once per step."""
+to tpu.  The model's weights, activations and KV cache live on tpu; sampled
+token ids come back to the host once per step.
+
+Every program is compiled per shape, so every shape a step can have comes
+from a small fixed set (:func:`bucket`): the step's tokens (T, a power of
+two, at least 8), its requests (R, a power of two) and, in the attention
+metadata, the longest query (Q) and context in blocks (B), each rounded up
+to a power of two.  To keep the exact counts out of device programs, the
+runner's input preparation (positions, sequence lengths, slot mapping,
+block tables, query starts: vLLM's CpuGpuBuffer ``.gpu`` halves and its
+other per-step device tensors) runs on the host: those buffers are host
+tensors here, and only padded tensors go to tpu (input ids and positions
+``[T]``, the attention metadata, the logits rows ``[R]``).  Greedy sampling
+runs on the padded ``[R, vocab]`` logits.  :meth:`TpuModelRunner.warm_up`
+runs every bucket before the first request."""
 import dataclasses
 import logging
+import time
 
+import numpy as np
 import torch
 from vllm.config import CUDAGraphMode
 from vllm.v1.kv_cache_interface import AttentionSpec
+from vllm.v1.utils import CpuGpuBuffer
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
 
 logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
+
+MIN_TOKENS = 8
+WARM_PREFIX = "_tpu_warmup_"
+
+
+def bucket(n, lo, hi):
+    """n rounded up to a power of two, at least lo, at most hi."""
+    return min(max(int(lo), 1 << max(int(n) - 1, 0).bit_length()), int(hi))
+
+
+def buckets(lo, hi):
+    """(b, first n with bucket(n, lo, hi) == b) for every bucket."""
+    out, b, first = [], int(lo), 1
+    while b < hi:
+        out.append((b, first))
+        first, b = b + 1, b * 2
+    return out + [(int(hi), first)]
+
+
+def compile_count():
+    """Programs compiled or loaded from the disk tier so far."""
+    m = torch.tpu.metrics()
+    return m["compile"]["count"] + m["disk_load"]["count"]
 
 
 class TpuModelRunner(GPUModelRunner):
     def __init__(self, vllm_config, device):
         super().__init__(vllm_config, device)
         self.use_cuda_graph = False
+        # Input preparation on the host: the per-step device tensors of
+        # vLLM's runner become host tensors (see the module docstring).
+        for buf in vars(self).values():
+            if isinstance(buf, CpuGpuBuffer) and buf.gpu.device.type != "cpu" and not buf.gpu.is_floating_point():
+                buf.gpu = torch.zeros_like(buf.cpu)
+        for name in ("positions", "seq_lens", "num_computed_tokens", "is_padding"):
+            setattr(self, name, torch.zeros_like(getattr(self, name), device="cpu"))
+        self._host_block_tables()
+        self._dev_inputs = None  # device input ids / positions for vLLM's own dummy runs
+
+    def _host_block_tables(self):
+        for bt in self.input_batch.block_table.block_tables:
+            for buf in (bt.block_table, bt.slot_mapping):
+                if buf.gpu.device.type != "cpu":
+                    buf.gpu = torch.zeros_like(buf.cpu)
+
+    def may_reinitialize_input_batch(self, kv_cache_config):
+        super().may_reinitialize_input_batch(kv_cache_config)
+        self._host_block_tables()
+
+    def tokens_bucket(self, n):
+        return bucket(n, MIN_TOKENS, self.max_num_tokens)
+
+    def reqs_bucket(self, n):
+        return bucket(n, 1, self.max_num_reqs)
+
+    def _prepare_inputs(self, scheduler_output, num_scheduled_tokens):
+        """vLLM's input preparation (on host tensors here); the rows whose
+        logits are computed go to tpu padded to the request bucket (padding
+        rows read token 0)."""
+        logits_indices, spec, max_sampled = super()._prepare_inputs(scheduler_output, num_scheduled_tokens)
+        if spec is not None:
+            raise NotImplementedError("tpu: speculative decoding is not supported")
+        n = logits_indices.shape[0]
+        rows = torch.zeros(self.reqs_bucket(n), dtype=torch.int64)
+        rows[:n] = logits_indices
+        return rows.to(self.device), spec, max_sampled
+
+    def _preprocess(self, scheduler_output, num_input_tokens, intermediate_tensors=None):
+        out = list(super()._preprocess(scheduler_output, num_input_tokens, intermediate_tensors))
+        if out[0] is not None and out[0].device.type == "cpu":
+            out[0] = out[0].to(self.device)  # input ids [T]
+        if out[2].device.type == "cpu":
+            out[2] = out[2].to(self.device)  # positions [T]
+        return tuple(out)
+
+    def _dummy_run(self, num_tokens, *args, **kwargs):
+        # vLLM's dummy runs (the memory profile) read the input buffers
+        # directly: give them device tensors for the duration.
+        if self._dev_inputs is None:
+            self._dev_inputs = (torch.zeros_like(self.input_ids.cpu, device=self.device),
+                                torch.zeros_like(self.positions, device=self.device))
+        saved = self.input_ids.gpu, self.positions
+        self.input_ids.gpu, self.positions = self._dev_inputs
+        try:
+            return super()._dummy_run(num_tokens, *args, **kwargs)
+        finally:
+            self.input_ids.gpu, self.positions = saved
+
+    def _sample(self, logits, spec_decode_metadata):
+        """Greedy sampling runs on the padded logits ``[R, vocab]`` (the
+        padding rows' tokens are dropped on the host); anything else samples
+        the real rows only (those programs are compiled per request count)."""
+        n = self.input_batch.num_reqs
+        if logits is not None and logits.shape[0] != n and not self._pads_sampler():
+            logits = logits[:n]
+        out = super()._sample(logits, spec_decode_metadata)
+        ids = out.sampled_token_ids.cpu()  # the step's one device-to-host read
+        return dataclasses.replace(out, sampled_token_ids=ids[:n])
+
+    def _pads_sampler(self):
+        md = self.input_batch.sampling_metadata
+        return (md.all_greedy and md.max_num_logprobs is None and not md.logprob_token_ids
+                and md.no_penalties and md.allowed_token_ids_mask is None and not md.bad_words_token_ids)
 
     def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, *args, **kwargs):
         """A step's token count padded to a power of two (at least 8, at
@@ -29,17 +141,127 @@ class TpuModelRunner(GPUModelRunner):
         mode, desc, ubatch, across_dp, stats = super()._determine_batch_execution_and_padding(
             num_tokens, num_reqs, *args, **kwargs)
         if across_dp is None and mode == CUDAGraphMode.NONE:
-            padded = min(max(8, 1 << (int(desc.num_tokens) - 1).bit_length()), self.max_num_tokens)
+            padded = self.tokens_bucket(desc.num_tokens)
             if padded > desc.num_tokens:
                 desc = dataclasses.replace(desc, num_tokens=padded)
         return mode, desc, ubatch, across_dp, stats
+
+    @torch.inference_mode()  # as vLLM runs its steps: their tensors are inference tensors
+    def warm_up(self):
+        """Runs every step shape before the first request, so no request
+        waits for a compile.  One real step (vLLM's execute_model and
+        sample_tokens on a scheduler output of made-up requests, greedy) per
+        (T, R) bucket compiles the layer programs (per T), the logits rows
+        and the sampler (per R); then every attention shape (T, R, Q, B)
+        a step can have runs on that step's own attention inputs (fused
+        mode: attention is a program of its own).  Made-up requests write
+        their keys and values into free blocks, which a request writes
+        before it reads.  Returns (step shapes, programs, seconds)."""
+        from . import attention
+
+        t0, c0 = time.perf_counter(), compile_count()
+        width = self.input_batch.block_table[0].max_num_blocks_per_req
+        bs = self.input_batch.block_table[0].block_size
+        max_len, max_tokens, max_reqs = self.max_model_len, self.max_num_tokens, self.max_num_reqs
+        n_blocks = max(1, min(width, self.kv_cache_config.num_blocks - 1))
+        inputs = {}  # T -> one attention call's arguments in a real step of T tokens
+
+        def keep(impl, layer, query, key, value, kv_cache, output):
+            inputs.setdefault(output.shape[0], (impl, layer, query, key, value, kv_cache, output))
+
+        done, steps = set(), 0
+        attention.capture = keep
+        try:
+            for t, t_lo in buckets(MIN_TOKENS, max_tokens):
+                for r, r_lo in buckets(1, max_reqs):
+                    if r_lo > t or r_lo * max_len < t:
+                        continue
+                    num = min(r, t)
+                    qs = [1] * num
+                    left = t - num
+                    for i in range(num):
+                        extra = min(left, max_len - 1)
+                        qs[i] += extra
+                        left -= extra
+                    self._warm_step(qs, list(range(1, n_blocks + 1)), bs)
+                    steps += 1
+            t1 = time.perf_counter()
+            for t, t_lo in buckets(MIN_TOKENS, max_tokens):
+                if t not in inputs:
+                    continue
+                impl, layer, query, key, value, kv_cache, output = inputs[t]
+                builder_shapes = self._attention_shapes(t, t_lo, max_reqs, max_len, width, bs)
+                for shape in builder_shapes:
+                    if shape in done:
+                        continue
+                    done.add(shape)
+                    impl.forward(layer, query, key, value, kv_cache, self._zero_metadata(*shape, bs), output)
+        finally:
+            attention.capture = None
+        torch.accelerator.synchronize(self.device)
+        t2 = time.perf_counter()
+        logger.info("tpu: warm-up: %d steps of (tokens, requests) buckets in %.1f s, %d attention shapes "
+                    "in %.1f s", steps, t1 - t0, len(done), t2 - t1)
+        return steps + len(done), compile_count() - c0, t2 - t0
+
+    @staticmethod
+    def _attention_shapes(t, t_lo, max_reqs, max_len, width, bs):
+        """Every (T, R, Q, B) the attention metadata can have with T = t."""
+        out = []
+        for r, r_lo in buckets(1, max_reqs):
+            for q, q_lo in buckets(1, t):
+                if q_lo > max_len:
+                    continue
+                # some r' in [r_lo, r] requests, the longest query in
+                # [q_lo, q], take t' in [t_lo, t] tokens between them
+                if not any(max(q_lo + n - 1, t_lo) <= min(n * min(q, max_len), t) for n in range(r_lo, r + 1)):
+                    continue
+                for b, b_lo in buckets(1, width):
+                    if q_lo <= min(b * bs, max_len):
+                        out.append((t, r, q, b))
+        return out
+
+    def _zero_metadata(self, t, r, q, b, bs):
+        from .attention import TpuAttentionMetadata
+
+        def up(shape, dtype):
+            return torch.from_numpy(np.zeros(shape, dtype)).to(self.device)
+
+        return TpuAttentionMetadata(num_actual_tokens=t, q_index=up((r, q), np.int64), blocks=up((r, b), np.int64),
+                                    bias=up((r, 1, q, b * bs), np.float32), out_index=up((t,), np.int64))
+
+    def _warm_step(self, query_lens, block_ids, bs):
+        """One step of made-up new requests (prompts of query_lens tokens),
+        then their end."""
+        from vllm.sampling_params import SamplingParams
+        from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+
+        reqs, sched = [], {}
+        for i, q in enumerate(query_lens):
+            rid = f"{WARM_PREFIX}{i}"
+            reqs.append(NewRequestData(
+                req_id=rid, prompt_token_ids=[(7 * j + i) % 1000 for j in range(q)], mm_features=[],
+                sampling_params=SamplingParams(temperature=0.0, max_tokens=1), pooling_params=None,
+                block_ids=(block_ids[: -(-q // bs)],), num_computed_tokens=0, lora_request=None))
+            sched[rid] = q
+
+        def output(new, num, finished):
+            return SchedulerOutput(scheduled_new_reqs=new, scheduled_cached_reqs=CachedRequestData.make_empty(),
+                                   num_scheduled_tokens=num, total_num_scheduled_tokens=sum(num.values()),
+                                   scheduled_spec_decode_tokens={}, scheduled_encoder_inputs={},
+                                   num_common_prefix_blocks=[0], finished_req_ids=finished,
+                                   free_encoder_mm_hashes=[])
+
+        self.execute_model(output(reqs, sched, set()))
+        self.sample_tokens(None)
+        self.execute_model(output([], {}, set(sched)))
 
     def _sync_device(self) -> None:
         torch.accelerator.synchronize(self.device)
 
     def _to_list(self, sampled_token_ids: torch.Tensor) -> list[list[int]]:
-        # One device-to-host read per step; the GPU runner's pinned buffer
-        # and CUDA event have no tpu counterpart.
+        # Already on the host (_sample); the GPU runner's pinned buffer and
+        # CUDA event have no tpu counterpart.
         return sampled_token_ids.cpu().tolist()
 
     def initialize_kv_cache_tensors(self, kv_cache_config, kernel_block_sizes, kv_cache_allocation_context=None):

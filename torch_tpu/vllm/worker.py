@@ -4,7 +4,7 @@ import os
 from contextlib import nullcontext
 
 import torch
-from vllm.config import CacheConfig, CUDAGraphMode
+from vllm.config import CacheConfig
 from vllm.platforms import current_platform
 from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
@@ -110,15 +110,32 @@ class TpuWorker(Worker):
 
     @torch.no_grad()
     def compile_or_warm_up_model(self) -> CompilationTimes:
-        """One dummy decode step of the largest batch and the sampler, so
-        the programs of a full decode batch are compiled (and in the
-        engine's disk cache) before the first request.  vLLM's GPU warm-up
-        (CUDA-graph capture, Triton/FlashInfer kernels) has nothing to do
-        on tpu."""
-        num = min(self.scheduler_config.max_num_seqs, self.scheduler_config.max_num_batched_tokens)
-        _, last_hidden = self.model_runner._dummy_run(
-            num_tokens=num, skip_eplb=True, cudagraph_runtime_mode=CUDAGraphMode.NONE)
-        self.model_runner._dummy_sampler_run(hidden_states=last_hidden)
-        torch.accelerator.synchronize(self.device)
+        """Runs every step shape (TpuModelRunner.warm_up: prefill and
+        decode, every token, request, query and context bucket, the logits
+        rows and the greedy sampler) so that no request pays for a compile;
+        programs already in the engine's disk cache load instead of
+        compiling.  TORCH_TPU_VLLM_WARMUP=0 skips it (the first requests
+        then compile what they meet).  vLLM's GPU warm-up (CUDA-graph
+        capture, Triton/FlashInfer kernels) has nothing to do on tpu."""
+        from .model_runner import compile_count
+
+        if os.environ.get("TORCH_TPU_VLLM_WARMUP", "1") != "0":
+            shapes, programs, seconds = self.model_runner.warm_up()
+            logger.info("tpu: warmed %d step shapes, %d programs, %.1f s", shapes, programs, seconds)
+        else:
+            logger.info("tpu: warm-up skipped (TORCH_TPU_VLLM_WARMUP=0)")
         set_random_seed(self.model_config.seed, self.parallel_config.data_parallel_index)
+        self._steps, self._warm_compiles = 0, compile_count()
         return CompilationTimes(language_model=0.0, encoder=0.0)
+
+    def sample_tokens(self, grammar_output):
+        out = super().sample_tokens(grammar_output)
+        if os.environ.get("TORCH_TPU_VLLM_METRICS") == "1" and hasattr(self, "_steps"):
+            # The engine's compile counter after each step: programs compiled
+            # (or loaded) since the warm-up ended, i.e. during requests.
+            from .model_runner import compile_count
+
+            self._steps += 1
+            logger.info("tpu: step %d: %d programs compiled since warm-up", self._steps,
+                        compile_count() - self._warm_compiles)
+        return out

@@ -1,0 +1,129 @@
+"""No request pays for a compile: the tpu worker runs every padded step
+shape at start-up (TpuModelRunner.warm_up), so a mixed workload after it
+(prompts of many lengths, chunked prefill, prefix-cache hits, batches of
+1 to 8 requests, different max_tokens) compiles nothing, and its greedy
+answers equal vLLM's CPU backend's.
+
+The compile count comes from the engine's own counter
+(torch.tpu.metrics(): programs compiled or loaded from the disk tier),
+which the worker logs after every step when TORCH_TPU_VLLM_METRICS=1.
+
+Runs in .venv-serve (`make test-serve`).
+"""
+import concurrent.futures
+import os
+import random
+import re
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server import DEFAULT_MODEL, Server  # noqa: E402
+
+pytest.importorskip("vllm", reason="vLLM is installed in .venv-serve only (make serve-env)")
+
+NAME = "smollm2"
+MAX_LEN, MAX_SEQS, MAX_TOKENS, BLOCK = 512, 8, 128, 32
+COMMON = ["--max-model-len", str(MAX_LEN), "--max-num-seqs", str(MAX_SEQS), "--max-num-batched-tokens",
+          str(MAX_TOKENS), "--dtype", "float32", "--enable-prefix-caching", "--enforce-eager"]
+SYSTEM = ("You are the help desk of a small railway museum. The museum opens at ten and closes at five, "
+          "every day except Monday. Tickets cost eight euros and children under twelve enter free. ") * 3
+PROMPTS = [
+    "Hi",
+    "The capital of France is",
+    "One, two, three, four, five, six, seven, eight, nine, ten, eleven, twelve, thirteen,",
+    SYSTEM + "Question: When does the museum open?\nAnswer:",
+    SYSTEM + "Question: How much is a ticket?\nAnswer:",  # a prefix-cache hit on the one before
+    "Write a long story about a lighthouse keeper who finds a message in a bottle. " * 6,
+    "def fibonacci(n):",
+    "Q: What is 12 times 12?\nA:",
+    "List three primary colors: red,",
+    "The largest planet in the solar system is",
+]
+
+
+def test_every_step_shape_is_warmed():
+    """Whatever batch the scheduler forms, its attention shape is one that
+    warm_up runs (the enumeration and the builder's padding agree)."""
+    from torch_tpu.vllm.attention import step_shape
+    from torch_tpu.vllm.model_runner import MIN_TOKENS, TpuModelRunner, bucket, buckets
+
+    width = -(-MAX_LEN // BLOCK)
+    warmed = {}
+    for t, t_lo in buckets(MIN_TOKENS, MAX_TOKENS):
+        warmed[t] = set(TpuModelRunner._attention_shapes(t, t_lo, MAX_SEQS, MAX_LEN, width, BLOCK))
+    rng = random.Random(0)
+    for _ in range(3000):
+        n = rng.randint(1, MAX_SEQS)
+        q = [1] * n
+        for _ in range(rng.randint(0, MAX_TOKENS - n)):
+            q[rng.randrange(n)] += 1
+        q = [min(x, MAX_LEN) for x in q]
+        seq = [rng.randint(x, MAX_LEN) for x in q]
+        shape = step_shape(np.array(q), np.array(seq), sum(q), BLOCK, width, MAX_TOKENS, MAX_SEQS)
+        assert shape[0] == bucket(sum(q), MIN_TOKENS, MAX_TOKENS)
+        assert shape in warmed[shape[0]], (q, seq, shape)
+    # and the enumeration is not everything: no shape larger than a step can be
+    assert all(r <= MAX_SEQS and q <= t for t in warmed for (_, r, q, _) in warmed[t])
+
+
+@pytest.fixture(scope="module")
+def servers():
+    if not os.path.exists(os.path.join(DEFAULT_MODEL, "config.json")):
+        pytest.skip("the default model directory is written by `make serve-env`")
+    saved = os.environ.get("TORCH_TPU_VLLM_METRICS")
+    os.environ["TORCH_TPU_VLLM_METRICS"] = "1"
+    try:
+        tpu = Server("tpu", name=NAME, extra=COMMON + ["--kv-cache-memory-bytes", str(96 << 20)])
+    finally:
+        if saved is None:
+            os.environ.pop("TORCH_TPU_VLLM_METRICS")
+        else:
+            os.environ["TORCH_TPU_VLLM_METRICS"] = saved
+    cpu = Server("cpu", name=NAME, extra=COMMON)
+    try:
+        tpu.wait_ready(timeout=1500)
+        cpu.wait_ready()
+        yield tpu, cpu
+    finally:
+        tpu.stop()
+        cpu.stop()
+
+
+def complete(server, prompt, max_tokens):
+    status, body = server.request("POST", "/v1/completions", dict(
+        model=NAME, prompt=prompt, max_tokens=max_tokens, temperature=0.0, ignore_eos=True))
+    assert status == 200, body
+    return body["choices"][0]["text"]
+
+
+def workload(server):
+    """Single requests, then batches of 3 and of 8 concurrent requests."""
+    out = [complete(server, PROMPTS[0], 1), complete(server, PROMPTS[3], 6), complete(server, PROMPTS[4], 3)]
+    for batch in (PROMPTS[1:4], PROMPTS[:8], PROMPTS[2:]):
+        with concurrent.futures.ThreadPoolExecutor(len(batch)) as pool:
+            out += list(pool.map(lambda a: complete(server, *a),
+                                 [(p, (5, 12, 20, 2, 9)[i % 5]) for i, p in enumerate(batch)]))
+    return out
+
+
+def log_lines(server, pattern):
+    server.log.flush()
+    with open(server.log_path, errors="replace") as f:
+        return re.findall(pattern, f.read())
+
+
+def test_no_compile_during_requests(servers):
+    tpu, cpu = servers
+    warmed = log_lines(tpu, r"tpu: warmed (\d+) step shapes, (\d+) programs, ([\d.]+) s")
+    assert warmed, tpu.log_tail()
+    before = log_lines(tpu, r"tpu: step (\d+): (\d+) programs compiled since warm-up")
+    got = workload(tpu)
+    want = workload(cpu)
+    assert got == want
+    steps = log_lines(tpu, r"tpu: step (\d+): (\d+) programs compiled since warm-up")
+    assert len(steps) > len(before) + 10, tpu.log_tail()  # the counter was read after every step
+    compiled = int(steps[-1][1])
+    assert compiled == 0, f"{compiled} programs compiled during requests:\n{tpu.log_tail()}"
