@@ -261,7 +261,7 @@ SERVE_KV_BYTES ?=
 SERVE_KV_ARGS = $(if $(SERVE_KV_BYTES),--kv-cache-memory-bytes $(SERVE_KV_BYTES),--gpu-memory-utilization $(SERVE_MEM_UTIL))
 SERVE_ARGS ?=
 
-.PHONY: serve-env serve-check serve test-serve bench-serve
+.PHONY: serve-env serve-check serve test-serve bench-serve bench-serve-load test-serve-load
 
 $(SERVE_STAMP): requirements-serve.txt tools/dev_install.py
 	test -x $(SERVE_PY) || $(PY) -m venv $(SERVE_VENV)
@@ -297,3 +297,16 @@ bench-serve: serve-env
 # Starts the server on loopback (tpu, and the CPU backend as reference).
 test-serve: serve-env
 	$(SERVE_PY) -m pytest -q -x -p no:cacheprovider tests/serve
+
+# Serving under load (bench/serve_load.py): LOAD_CLIENTS clients for
+# LOAD_SECONDS after LOAD_WARMUP seconds against one tpu server, valid,
+# streamed, cancelled and bad requests: p50/p99, RSS, mismatches in
+# build/bench_serve/load_results.json.  test-serve-load: the test (75 s).
+LOAD_CLIENTS ?= 64
+LOAD_SECONDS ?= 180
+LOAD_WARMUP ?= 60
+bench-serve-load: serve-env
+	$(SERVE_PY) bench/serve_load.py --clients $(LOAD_CLIENTS) --duration $(LOAD_SECONDS) --warmup $(LOAD_WARMUP)
+
+test-serve-load: serve-env
+	$(SERVE_PY) -m pytest -q -x -p no:cacheprovider tests/serve/test_load.py
