@@ -14,6 +14,14 @@
              On a 2-core machine the 2 processes share the cores, so the
              ratio says what the transport and DDP cost, not what a second
              device gives.
+  fsdp_llama a FSDP2 training step (fully_shard per block and at the root) of a
+             small llama-style model with TorchTitan's habits (rotary embedding
+             through complex numbers, nn.RMSNorm, bf16 parameters with fp32
+             reductions, gradient clipping, fused AdamW; the model and step are
+             tests/python/fused_dist_worker.py's), 2 processes, in strict and in
+             fused mode: tokens/s (processes * batch * seq / median step time),
+             programs run and host waits per step, and the ratio fused/strict
+             (issue 24: fused must not be slower).
 
 Each figure runs in fresh worker processes (`python bench/dist.py worker
 KIND ...` with torchrun's environment, launched here); rank 0 writes the
@@ -32,6 +40,9 @@ import time
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 SIZES_MIB = (1, 16, 64)
+# the fsdp_llama figure's model (tests/python/fused_dist_worker.py's CONFIG keys)
+FSDP_LLAMA = dict(vocab=2048, d=256, layers=4, heads=8, hidden=768, seq=64, batch=8,
+                  rope=1, nn_norm=1, mp=1, clip=1, opt=2)
 
 
 # ---- the parent side ----------------------------------------------------------------------------
@@ -105,6 +116,13 @@ def sec_dist(torch, measure, quick):
     two = measure(out, "ddp_2proc", lambda: _launch("ddp", 2, [warm, steps], limit))
     if "samples_per_s" in one and "samples_per_s" in two:
         out["ddp_throughput_ratio_2_vs_1"] = two["samples_per_s"] / one["samples_per_s"]
+    out["params"]["fsdp_llama_config"] = FSDP_LLAMA
+    fs = {}
+    for mode in ("strict", "fused"):
+        fs[mode] = measure(out, f"fsdp_llama_{mode}", lambda mode=mode: _launch("fsdp_llama", 2, [warm, steps], limit,
+                                                                                 mode=mode))
+    if "tokens_per_s" in fs["strict"] and "tokens_per_s" in fs["fused"]:
+        out["fsdp_llama_fused_vs_strict"] = fs["fused"]["tokens_per_s"] / fs["strict"]["tokens_per_s"]
     return out
 
 
@@ -124,6 +142,14 @@ def markdown_rows(fig, cell):
                  cell(fig.get("ddp_1proc"), "samples_per_s", "{:.1f}") + " / " +
                  cell(fig.get("ddp_2proc"), "samples_per_s", "{:.1f}"),
                  f"2 vs 1: {r:.2f}x per-sample throughput" if r else ""])
+    r = fig.get("fsdp_llama_fused_vs_strict")
+    st, fu = fig.get("fsdp_llama_strict") or {}, fig.get("fsdp_llama_fused") or {}
+    progs = (f"; programs/step strict {st['programs_per_step']:.0f}, fused {fu['programs_per_step']:.0f}"
+             if "programs_per_step" in st and "programs_per_step" in fu else "")
+    rows.append(["FSDP2 llama-style step (TorchTitan habits), 2 processes, tokens/s", "",
+                 cell(fig.get("fsdp_llama_strict"), "tokens_per_s", "{:.0f}"),
+                 cell(fig.get("fsdp_llama_fused"), "tokens_per_s", "{:.0f}"),
+                 (f"fused/strict {r:.2f}x" if r else "") + progs])
     return rows
 
 
@@ -216,9 +242,36 @@ def _worker_ddp(warm, steps):
         dist.destroy_process_group()
 
 
+def _worker_fsdp_llama(warm, steps):
+    import torch
+    import torch.distributed as dist
+    import torch_tpu  # noqa: F401
+    sys.path.insert(0, os.path.join(REPO, "tests", "python"))
+    import fused_dist_worker as w
+    warm, steps = int(warm), int(steps)
+    local = int(os.environ["LOCAL_RANK"])
+    torch.tpu.set_device(local)
+    dist.init_process_group()
+    cfg = dict(w.CONFIG, **FSDP_LLAMA)
+    _, losses, rows = w.train("fsdp", torch.device("tpu", local), warm + steps, cfg)
+    timed = rows[warm:]
+    sec = statistics.median(r["seconds"] for r in timed)
+    tokens = int(os.environ["WORLD_SIZE"]) * cfg["batch"] * cfg["seq"]
+    _report({"ms_per_step": sec * 1e3, "tokens_per_s": tokens / sec,
+             "cpu_seconds_per_step": statistics.median(r["cpu_seconds"] for r in timed),
+             "programs_per_step": statistics.median(r["executed"] for r in timed),
+             "compiles_in_timed_steps": sum(r["compiled"] for r in timed),
+             "host_waits_per_step": statistics.median(r["host_waits"] for r in timed),
+             "device_seconds_per_step": statistics.median(r["device_seconds"] for r in timed),
+             "loss_first": losses[0], "loss_last": losses[-1],
+             "runs_ms": [round(r["seconds"] * 1e3, 1) for r in timed]})
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "worker":
     import warnings
     warnings.filterwarnings("ignore")
-    {"allreduce": _worker_allreduce, "ddp": _worker_ddp}[sys.argv[2]](*sys.argv[3:])
+    {"allreduce": _worker_allreduce, "ddp": _worker_ddp,
+     "fsdp_llama": _worker_fsdp_llama}[sys.argv[2]](*sys.argv[3:])
     sys.stdout.flush()
     os._exit(0)
