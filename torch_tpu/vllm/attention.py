@@ -128,9 +128,11 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
     def __init__(self, kv_cache_spec, layer_names, vllm_config, device):
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
         self.block_size = kv_cache_spec.block_size
-        sched = vllm_config.scheduler_config
-        self.max_tokens = sched.max_num_batched_tokens
-        self.max_reqs = sched.max_num_seqs
+        # The scheduler's bounds cap the buckets; built on its own (no
+        # config), a step's buckets are capped by the step itself.
+        sched = getattr(vllm_config, "scheduler_config", None)
+        self.max_tokens = sched.max_num_batched_tokens if sched is not None else 0
+        self.max_reqs = sched.max_num_seqs if sched is not None else 0
 
     def build(self, common_prefix_len: int, common_attn_metadata: CommonAttentionMetadata,
               fast_build: bool = False) -> TpuAttentionMetadata:
