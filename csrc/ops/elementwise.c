@@ -402,6 +402,15 @@ static void rule_convert(tpu_op_ctx_t *c) {
   V x = c->in[0];
   tpu_dtype_t from = tpu_op_dtype(c, x);
   if (from == dt) { tpu_op_set_output(c, x); return; }
+  tpu_hlo_type_t t = tpu_op_type(c, x);
+  if (tpu_hlo_type_numel(&t) == 0) {
+    /* No elements, no values: a 0-element input is a constant here, and
+     * XLA's StableHLO folder crashes converting a 0-element complex splat
+     * (SIGSEGV in foldConvert; linalg.eigvals' backward of an empty batch) */
+    t.dtype = dt;
+    tpu_op_set_output(c, tpu_hlo_constant(c->f, t, 0));
+    return;
+  }
   if (dt == TPU_PRED) { tpu_op_set_output(c, tpu_ew_to_bool(c, x)); return; }
   if (tpu_dtype_is_float(from) && tpu_dtype_is_int(dt)) {
     /* Through the trunc so every backend agrees; half types via f32. */

@@ -213,6 +213,10 @@ def op_fn(case):
         return lambda ts: torch.where(ts[0], ts[1], ts[2] if len(ts) > 2 else p["other"])
     if op == "masked_fill":
         return lambda ts: ts[0].masked_fill(ts[1], p["value"])
+    if op == "fill":  # fill_ of a copy, and full of the same dtype
+        return lambda ts: ts[0].clone().fill_(p["value"])
+    if op == "full":
+        return lambda ts: torch.full(ts[0].shape, p["value"], dtype=ts[0].dtype, device=ts[0].device)
     if op == "clamp":
         return lambda ts: torch.clamp(ts[0], p.get("min"), p.get("max"))
     if op == "index_select":
@@ -477,7 +481,7 @@ def strategies():
     def gather_scatter(draw):
         op = draw(st.sampled_from(["index_select", "gather", "scatter", "scatter_add", "scatter_reduce",
                                    "index_put", "adv_index", "bool_mask", "where", "masked_fill", "clamp",
-                                   "cat", "stack", "topk", "to_dtype"]))
+                                   "cat", "stack", "topk", "to_dtype", "fill", "full"]))
         dt = draw(st.sampled_from(ALL))
         shp = draw(shape(min_rank=1, max_rank=3, large=False))
         r = len(shp)
@@ -513,6 +517,9 @@ def strategies():
         elif op == "masked_fill":
             ins = [x, inp(shp[draw(st.integers(0, r)):], "bool")]
             p["value"] = draw(st.sampled_from([0, -2, 3.5, True, float("nan")]))
+        elif op in ("fill", "full"):  # values out of the integer and half types' ranges too
+            ins, p = [x], {"value": draw(st.sampled_from([0, -1, 3.5, 300, -300, 1e20, -1e5, 70000.0, True,
+                                                           float("inf"), float("nan"), 2 ** 40]))}
         elif op == "clamp":
             lo = draw(st.one_of(st.none(), st.sampled_from([-1, 0, 0.5, -2.5])))
             hi2 = draw(st.one_of(st.none(), st.sampled_from([1, 2, 0.25, -1])))

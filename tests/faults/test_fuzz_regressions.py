@@ -99,6 +99,54 @@ CASES = {
         "op": "masked_fill", "seed": 0, "params": {"dim": 0, "value": float("nan")},
         "inputs": [{"shape": [3, 3, 3], "dtype": "uint8", "view": "expand", "kind": "normal"},
                    {"shape": [3, 3, 3], "dtype": "bool", "view": "contig", "kind": "normal"}]},
+    # rounding ops of a bool tensor: CPU NotImplementedError ('"trunc_vml_cpu" not implemented for 'Bool''),
+    # tpu returned the input
+    "trunc_bool": {"op": "trunc", "seed": 7, "inputs": [{"shape": [3, 2], "dtype": "bool", "view": "transpose"}]},
+    "floor_bool": {"op": "floor", "seed": 7, "inputs": [{"shape": [4], "dtype": "bool", "view": "contig"}]},
+    "ceil_bool_0d": {"op": "ceil", "seed": 7, "inputs": [{"shape": [], "dtype": "bool", "view": "contig"}]},
+    "round_bool": {"op": "round", "seed": 7, "inputs": [{"shape": [2, 2], "dtype": "bool", "view": "stride2"}]},
+    # ... while integers are a copy on both
+    "trunc_int32": {"op": "trunc", "seed": 7, "inputs": [{"shape": [5], "dtype": "int32", "view": "contig"}]},
+    # bitwise_not of a float tensor: CPU NotImplementedError, tpu RuntimeError from the rule
+    "bitwise_not_float32": {"op": "bitwise_not", "seed": 1,
+                            "inputs": [{"shape": [3], "dtype": "float32", "view": "contig", "kind": "normal"}]},
+    "bitwise_not_bfloat16_empty": {"op": "bitwise_not", "seed": 1,
+                                   "inputs": [{"shape": [0, 2], "dtype": "bfloat16", "view": "contig"}]},
+    # bitwise_xor of float tensors whose shapes do not broadcast: CPU checks the shapes first (RuntimeError),
+    # tpu raised the dtype's NotImplementedError
+    "bitwise_xor_float_bad_shapes": {"op": "bitwise_xor", "seed": 2,
+                                     "inputs": [{"shape": [2, 3], "dtype": "float32", "view": "contig"},
+                                                {"shape": [2, 5], "dtype": "float32", "view": "contig"}]},
+    "bitwise_xor_float_ok_shapes": {"op": "bitwise_xor", "seed": 2,
+                                    "inputs": [{"shape": [2, 3], "dtype": "float64", "view": "contig"},
+                                               {"shape": [1, 3], "dtype": "int64", "view": "contig"}]},
+    # an integer fill with a value out of the type's range: CPU RuntimeError ("value cannot be converted to
+    # type int without overflow"), tpu wrote a wrapped or saturated value (0, -2**63, 44 ...)
+    "fill_int32_inf": {"op": "fill", "seed": 0, "params": {"value": float("inf")},
+                       "inputs": [{"shape": [2, 3], "dtype": "int32", "view": "transpose"}]},
+    "fill_int64_1e20": {"op": "fill", "seed": 0, "params": {"value": 1e20},
+                        "inputs": [{"shape": [4], "dtype": "int64", "view": "contig"}]},
+    "fill_int8_300": {"op": "fill", "seed": 0, "params": {"value": 300},
+                      "inputs": [{"shape": [4], "dtype": "int8", "view": "stride2"}]},
+    "fill_uint8_nan": {"op": "fill", "seed": 0, "params": {"value": float("nan")},
+                       "inputs": [{"shape": [3], "dtype": "uint8", "view": "contig"}]},
+    "fill_float16_70000": {"op": "fill", "seed": 0, "params": {"value": 70000.0},
+                           "inputs": [{"shape": [3], "dtype": "float16", "view": "contig"}]},
+    "full_int16_1e20": {"op": "full", "seed": 0, "params": {"value": 1e20},
+                        "inputs": [{"shape": [2, 2], "dtype": "int16", "view": "contig"}]},
+    "masked_fill_int32_1e20": {
+        "op": "masked_fill", "seed": 0, "params": {"value": 1e20},
+        "inputs": [{"shape": [3, 3], "dtype": "int32", "view": "contig", "kind": "normal"},
+                   {"shape": [3], "dtype": "bool", "view": "contig", "kind": "normal"}]},
+    # ... and what CPU takes: -1 into uint8 wraps, inf into float16 and anything into bool are values
+    "fill_uint8_minus_one": {"op": "fill", "seed": 0, "params": {"value": -1},
+                             "inputs": [{"shape": [3], "dtype": "uint8", "view": "contig"}]},
+    "fill_float16_inf": {"op": "fill", "seed": 0, "params": {"value": float("inf")},
+                         "inputs": [{"shape": [3], "dtype": "float16", "view": "contig"}]},
+    "fill_bool_1e20": {"op": "fill", "seed": 0, "params": {"value": 1e20},
+                       "inputs": [{"shape": [3], "dtype": "bool", "view": "contig"}]},
+    "full_int32_3_5": {"op": "full", "seed": 0, "params": {"value": 3.5},
+                       "inputs": [{"shape": [2], "dtype": "int32", "view": "contig"}]},
 }
 
 

@@ -100,12 +100,25 @@ _TPU_GAPS = (
     ("test_python_scalars_promote_like_cpu_tpu_float16", "float16 * complex makes complex32: no such dtype on tpu"),
     ("test_channels_last_layout_like_cpu", "tpu tensors are row-major: a channels_last request gives "
                                            "contiguous strides (values are CPU's)"),
-    ("test_out_matches_functional_and_resizes_like_cpu_cumsum", "cumsum(out= of another dtype) sums in the "
-                                                                "result's dtype, CPU in the out's"),
-    ("test_noncontiguous_grads_equal_contiguous_linalg_eigvals", "the process segfaults (backward of the "
-                                                                 "noncontiguous sample; found by the full run)"),
-    ("test_dropout_high_rank", "elementwise ops and factories stop at rank 8 on tpu (random draws do not)"),
+    ("test_claimed_dtypes_agree_with_cpu_polygamma_polygamma_n_1_tpu_int", "trigamma at a negative integer (a pole): "
+     "tpu inf, CPU a finite value of its float32 reflection (2e13 at -8; float64 1e31)"),
 )
+
+
+def _exact_of(sample, result_dtype):
+    """The sample on CPU with its floating tensors (and an integer input of
+    an op with a floating result: polygamma of int8) in float64."""
+    def up(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        t = t.detach().cpu()
+        return t.double() if t.dtype.is_floating_point else t
+
+    s = sample.transform(up)
+    if isinstance(s.input, torch.Tensor) and result_dtype.is_floating_point and not s.input.dtype.is_floating_point \
+            and s.input.dtype != torch.bool:
+        s.input = s.input.double()
+    return s
 
 
 class TestCase(TestCase):  # noqa: F811 - PyTorch's TestCase, with the known tpu gaps skipped
@@ -116,6 +129,41 @@ class TestCase(TestCase):  # noqa: F811 - PyTorch's TestCase, with the known tpu
             for pat, why in _TPU_GAPS:
                 if pat in name:
                     self.skipTest(f"known tpu gap: {why}")
+
+    def assertLikeCpu(self, actual, ref, exact=None, **tol):
+        """actual equals CPU's ref within tol, or, where it does not, is at
+        least as close as CPU's to the exact result (`exact()`: the same call
+        in float64): CPU's float32 kernels are not the truth everywhere
+        (polygamma(1, x) for x < 0 loses up to half its digits in float32 on
+        CPU, tpu's is within 1e-7).  Fails for a tpu value farther from the
+        truth than CPU's by more than tol."""
+        try:
+            self.assertEqual(actual, ref, exact_device=False, **tol)
+            return
+        except AssertionError:
+            if exact is None or not (isinstance(ref, torch.Tensor) and ref.dtype.is_floating_point):
+                raise
+            try:
+                e = exact()
+            except Exception:  # noqa: BLE001 - no float64 form of the call: CPU's values are the reference
+                raise AssertionError from None
+        self.assertEqual(actual.dtype, ref.dtype)
+        self.assertEqual(actual.shape, ref.shape)
+        a, r, e = actual.detach().cpu().double(), ref.detach().cpu().double(), e.detach().cpu().double()
+        self.assertEqual(a.isnan(), r.isnan(), msg="NaN where CPU has NaN")
+        atol, rtol = tol.get("atol", 1e-5), tol.get("rtol", 1.3e-6)
+        fin = ~r.isnan()
+        # an exact value beyond the result type's range is its infinity there
+        near = e.to(ref.dtype).double()
+
+        def err(x):
+            return torch.where(x == near, torch.zeros_like(x), (x - e).abs())[fin]
+        err_dev, err_cpu = err(a), err(r)
+        bound = err_cpu + atol + rtol * e.abs()[fin]
+        bad = ~(err_dev <= bound)
+        self.assertFalse(bool(bad.any()), msg=f"tpu differs from CPU and from the float64 result by more than "
+                                              f"CPU does: tpu error {err_dev[bad][:3].tolist()}, "
+                                              f"CPU error {err_cpu[bad][:3].tolist()}")
 
 
 class TestDeviceGenericOps(TestCase):
@@ -166,8 +214,9 @@ class TestDeviceGenericOps(TestCase):
                                       **s.kwargs))
             ref = _outcome(lambda: op(cs.input, *cs.args, out=torch.empty(shape, dtype=expected.dtype), **cs.kwargs))
             self.assertEqual(dev[0], ref[0], msg=f"{op.name}: wrong-shaped out: tpu {dev}, cpu {ref}")
+            es = _exact_of(s, expected.dtype)
             if ref[0] == "ok":
-                self.assertEqual(dev[1], ref[1])
+                self.assertLikeCpu(dev[1], ref[1], lambda: op(es.input, *es.args, **es.kwargs))
                 self.assertEqual(dev[2], ref[2], msg=f"{op.name}: the resize warning")
             else:
                 self.assertEqual(dev[1], ref[1])
@@ -179,7 +228,8 @@ class TestDeviceGenericOps(TestCase):
                 self.assertEqual(dev[0], ref[0], msg=f"{op.name}: out dtype {odt}: tpu {dev[:1] + dev[2:]}, "
                                                       f"cpu {ref[:1] + ref[2:]}")
                 if ref[0] == "ok":
-                    self.assertEqual(dev[1], ref[1], atol=1e-5, rtol=1e-5)
+                    self.assertLikeCpu(dev[1], ref[1], lambda: op(es.input, *es.args, **es.kwargs),
+                                       atol=1e-5, rtol=1e-5)
                 else:
                     self.assertEqual(dev[1], ref[1])
 
@@ -213,14 +263,15 @@ class TestDeviceGenericOps(TestCase):
             cs = s.transform(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t)
             ref = op(cs.input, *cs.args, **cs.kwargs)
             actual = op(s.input, *s.args, **s.kwargs)
-            for a, r in zip(_tensors(actual), _tensors(ref)):
+            for i, (a, r) in enumerate(zip(_tensors(actual), _tensors(ref))):
                 self.assertEqual(a.dtype, r.dtype)
                 if not op.name.startswith(("empty", "new_empty")) and "rand" not in op.name \
                         and "dropout" not in op.name and op.name not in ("bernoulli", "normal", "multinomial",
                                                                           "uniform", "cauchy", "exponential",
                                                                           "geometric", "log_normal"):
                     tol = dict(atol=1e-2, rtol=1e-2) if dtype in (torch.float16, torch.bfloat16) else {}
-                    self.assertEqual(a, r, exact_device=False, **tol)
+                    es = _exact_of(s, r.dtype)
+                    self.assertLikeCpu(a, r, lambda: _tensors(op(es.input, *es.args, **es.kwargs))[i], **tol)
 
 
 _PROMO_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
@@ -530,6 +581,14 @@ class TestDeviceGenericRandom(TestCase):
         y = F.dropout(x, 0.5)
         c = y.cpu()
         self.assertTrue(bool(((c == 0) | (c == 2)).all()))
+
+    def test_fills_high_rank(self, device):
+        # ones / zeros / full / fill_ / zero_ of rank 10 (contiguous: through the flat view on tpu)
+        s = (2, 1, 3, 1, 2, 1, 1, 2, 1, 2)
+        self.assertEqual(torch.zeros(s, device=device).cpu(), torch.zeros(s))
+        self.assertEqual(torch.full(s, 3, device=device).cpu(), torch.full(s, 3))
+        self.assertEqual(torch.empty(s, device=device).fill_(-2.5).cpu(), torch.full(s, -2.5))
+        self.assertEqual(torch.ones(s, device=device, dtype=torch.int32).zero_().cpu(), torch.zeros(s, dtype=torch.int32))
 
 
 instantiate_device_type_tests(TestDeviceGenericOps, globals(), only_for=("tpu", "cpu"))

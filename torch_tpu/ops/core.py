@@ -22,14 +22,61 @@ def _check_size(size):
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
 
 
+# c10's names of the C++ types a Scalar converts to, as its overflow message prints them
+_CXX_TYPE = {torch.uint8: "uint8_t", torch.int8: "int8_t", torch.int16: "int16_t", torch.int32: "int",
+             torch.int64: "int64_t", torch.uint16: "uint16_t", torch.uint32: "uint32_t", torch.uint64: "uint64_t",
+             torch.float16: "c10::Half", torch.bfloat16: "c10::BFloat16", torch.float32: "float",
+             torch.float64: "double", torch.complex64: "c10::complex<float>",
+             torch.complex128: "c10::complex<double>"}
+
+
+def fill_value(value, dtype):
+    """A fill value (fill_, full, masked_fill, index_fill; a Python number or
+    a 0-d CPU tensor) converted to dtype as CPU's Scalar::to<T> does: c10's
+    checked_convert raises RuntimeError ("value cannot be converted to type
+    int without overflow") for NaN or inf into an integer type, a value out
+    of the type's range (a finite float beyond a float type's max; integers
+    into an unsigned type may wrap from down to -max), and a complex value
+    with an imaginary part into a real type.  bool takes anything."""
+    if isinstance(value, torch.Tensor):
+        value = value.item()
+    if dtype == torch.bool or isinstance(value, bool) or dtype.is_complex and not isinstance(value, complex):
+        return value
+    bad = False
+    if isinstance(value, complex):
+        if dtype.is_complex:
+            return value
+        bad, value = value.imag != 0, value.real
+    if dtype.is_floating_point:
+        big = torch.finfo(dtype).max
+        bad = bad or (value == value and value not in (float("inf"), float("-inf")) and not -big <= value <= big)
+    else:
+        lim = torch.iinfo(dtype)
+        if isinstance(value, float):
+            bad = bad or value != value or not lim.min <= value <= lim.max
+        elif lim.min == 0:  # unsigned: a negative integer wraps, down to -max
+            bad = bad or value > lim.max or value < -lim.max
+        else:
+            bad = bad or not lim.min <= value <= lim.max
+    if bad:
+        raise RuntimeError(f"value cannot be converted to type {_CXX_TYPE.get(dtype, dtype)} without overflow")
+    return value
+
+
 def full_tensor(size, value, dtype, device=None):
     """A new tpu tensor filled with `value` on `device` (None: the current one)."""
+    value = fill_value(value, dtype)
     size = [int(s) for s in size]
     _check_size(size)
     idx = device_index(device)
     if dtype.is_complex:  # complex values have no scalar input form: upload
         return from_host(torch.full(size, value, dtype=dtype), idx)
     code = dtype_code(dtype)
+    if len(size) > _MAX_RANK:  # the engine's ranks stop at 8: the flat fill, viewed
+        n = 1
+        for d in size:
+            n *= d
+        return run("full", [(code, value)], [code, 1, n], device=idx)[0].view(size)
     return run("full", [(code, value)], [code, len(size), *size], device=idx)[0]
 
 
@@ -47,6 +94,10 @@ def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=N
 
 @register(["fill_.Scalar"])
 def fill_scalar(self, value):
+    value = fill_value(value, self.dtype)
+    if self.dim() > _MAX_RANK and self.is_contiguous():  # through the flat view (engine ranks stop at 8)
+        write(self.view(-1), value)
+        return self
     return write(self, value)
 
 
@@ -61,7 +112,7 @@ def fill_tensor(self, value):
 
 @register("zero_")
 def zero_(self):
-    return write(self, 0)
+    return fill_scalar(self, 0)
 
 
 def from_host(src, device_index=None, non_blocking=False):

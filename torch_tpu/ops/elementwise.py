@@ -20,6 +20,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 from .. import _C
 from .._dispatch import Call, Unsupported, coef, operand, register, run, supported
 from .._dtypes import dtype_code, scalar_type_name
+from .core import fill_value
 
 # ---- dtype helpers ------------------------------------------------------------
 
@@ -223,12 +224,22 @@ for _name in ["fmax", "fmin"]:
 
 
 
+def _broadcast_check(a, b):
+    """TensorIterator's shape check (RuntimeError, CPU's message)."""
+    for i in range(1, min(len(a), len(b)) + 1):
+        if a[-i] != b[-i] and a[-i] != 1 and b[-i] != 1:
+            raise RuntimeError(f"The size of tensor a ({a[-i]}) must match the size of tensor b ({b[-i]}) at "
+                               f"non-singleton dimension {max(len(a), len(b)) - i}")
+
+
 _BITWISE_CPU_NAME = {"bitwise_left_shift": "lshift", "bitwise_right_shift": "rshift"}
 
 
 def _bitwise(rule):
     def kernel(self, other):
         dt = torch.result_type(self, other)
+        if isinstance(self, torch.Tensor) and isinstance(other, torch.Tensor):
+            _broadcast_check(self.shape, other.shape)  # CPU checks the shapes before the dtype
         if dt.is_floating_point or dt.is_complex:  # CPU's dispatch error, NotImplementedError
             raise NotImplementedError(
                 f'"{_BITWISE_CPU_NAME.get(rule, rule)}_cpu" not implemented for \'{scalar_type_name(dt)}\'')
@@ -254,6 +265,8 @@ for _dunder, _name in [("lshift", "bitwise_left_shift"), ("rshift", "bitwise_rig
 
 @register("bitwise_not", out="bitwise_not.out", inplace="bitwise_not_")
 def bitwise_not(self):
+    if self.dtype.is_floating_point or self.dtype.is_complex:  # CPU's dispatch error, NotImplementedError
+        raise NotImplementedError(f'"bitwise_not_cpu" not implemented for \'{scalar_type_name(self.dtype)}\'')
     return ew("bitwise_not", [self], supported(self.dtype))
 
 
@@ -315,6 +328,8 @@ def _masked_fill(self, mask, value):
             )
         if value.device.type == "cpu":
             value = value.item()
+    if not isinstance(value, torch.Tensor):
+        value = fill_value(value, dt)
     return ew("masked_fill", [self, mask, operand(value, dt)], dt)
 
 

@@ -20,8 +20,9 @@ import functools
 import torch
 
 from .. import _C
-from .._dispatch import Unsupported, impl, register, run, scalar, supported, write
+from .._dispatch import _EXACT_DTYPE_OUT, Unsupported, impl, register, run, scalar, supported, write
 from .._dtypes import dtype_code, scalar_type_name
+from .core import fill_value
 
 _MAX_IN = 64  # TPU_OP_MAX_INPUTS
 
@@ -223,11 +224,13 @@ def index_fill(self, dim, index, value):
         if value.dim() != 0:
             raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                                f"{value.dim()} dimension(s).")
+        if value.device.type == "cpu":  # CPU's kernel takes its item(): the checked Scalar conversion
+            fill_value(value, self.dtype)
         value = _dev(value, self)
     else:
         if isinstance(value, complex) and not self.dtype.is_complex:
             raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not supported")
-        value = scalar(value, self.dtype)
+        value = scalar(fill_value(value, self.dtype), self.dtype)
     if self.dim() == 0:  # the rule takes rank >= 1
         return run("index_fill", [self.reshape(1), index.reshape(-1), value], [0])[0].reshape(())
     return run("index_fill", [self, index, value], [dim])[0]
@@ -368,6 +371,10 @@ def tril(self, diagonal=0):
 @register("aten::triu", out="aten::triu.out", inplace="aten::triu_")
 def triu(self, diagonal=0):
     return run("triu", [self], [int(diagonal)])[0]
+
+
+# CPU's tril/triu out= wants the result's dtype (the meta kernel takes any): _dispatch's exact-dtype list
+_EXACT_DTYPE_OUT.update({"tril", "triu"})
 
 
 @register("aten::flip", out="aten::flip.out")

@@ -16,7 +16,7 @@ first zero pivot k), computed on the device; check_errors reads info on the
 host, as PyTorch does on any device."""
 import torch
 
-from .._dispatch import Unsupported, register, run
+from .._dispatch import _EXACT_DTYPE_OUT, Unsupported, register, run
 from .cholesky import _solve
 
 _REAL = (torch.float32, torch.float64)
@@ -133,6 +133,10 @@ def linalg_solve_ex(A, B, *, left=True, check_errors=False):
         torch._linalg_check_errors(info, "torch.linalg.solve_ex", is_matrix=A.dim() == 2)
     X = _lu_solve(LU, pivots, Bm, left)
     return (X.squeeze(-1) if vector else X), LU, pivots, info
+
+
+# CPU's linalg.solve out= wants the result's dtype (the meta kernel takes any): _dispatch's exact-dtype list
+_EXACT_DTYPE_OUT.add("_linalg_solve_ex")
 
 
 @register("aten::linalg_inv_ex", out="aten::linalg_inv_ex.inverse")

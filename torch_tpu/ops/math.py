@@ -27,14 +27,18 @@ _UNARY = {
 
 # dtypes PyTorch CPU has no kernel for (NotImplementedError, as on CPU).
 _UNARY_REJECTS = {"abs": lambda dt: dt == torch.bool,
-                  "frac": lambda dt: not dt.is_floating_point}
+                  "frac": lambda dt: not dt.is_floating_point,
+                  # the rounding ops take integers (a copy) but not bool: '"trunc_vml_cpu" not implemented for 'Bool''
+                  **{_r: (lambda dt: dt == torch.bool) for _r in ("floor", "ceil", "trunc")}}
+_CPU_KERNEL = {"floor": "floor_vml_cpu", "ceil": "ceil_vml_cpu", "trunc": "trunc_vml_cpu"}
 
 
 def _unary(rule, to_float):
     def kernel(self):
         dt = supported(self.dtype)
         if rule in _UNARY_REJECTS and _UNARY_REJECTS[rule](dt):
-            raise NotImplementedError(f'"{rule}_cpu" not implemented for \'{scalar_type_name(dt)}\'')
+            raise NotImplementedError(f'"{_CPU_KERNEL.get(rule, rule + "_cpu")}" not implemented for '
+                                      f'\'{scalar_type_name(dt)}\'')
         if to_float:
             dt = float_dtype(dt)
         return ew(rule, [self], dt)
@@ -62,6 +66,8 @@ def neg(self):
 
 @register("round", out="round.out", inplace="round_")
 def round_(self):
+    if self.dtype == torch.bool:
+        raise NotImplementedError('"round_vml_cpu" not implemented for \'Bool\'')
     return ew("round", [self], supported(self.dtype), 0)
 
 

@@ -7,7 +7,7 @@ The plain reductions pass ints [dtype, keepdim, dim...] (dtype 0 = the
 rule's default, an empty dim list = every dim)."""
 import torch
 
-from .._dispatch import Call, Unsupported, register, resize_out, run, supported, write
+from .._dispatch import Call, Unsupported, _make_out, impl, register, resize_out, run, supported, write
 from .._dtypes import dtype_code, scalar_type_name
 
 
@@ -299,10 +299,24 @@ def _scan(rule, self, dim, dtype):
     return Call(rule, [self], [int(dim), dtype_code(dt)])
 
 
-register("cumsum", out="cumsum.out", inplace="cumsum_")(
-    lambda self, dim, *, dtype=None: _scan("cumsum", self, dim, dtype))
-register("cumprod", out="cumprod.out", inplace="cumprod_")(
-    lambda self, dim, *, dtype=None: _scan("cumprod", self, dim, dtype))
+def _scan_out(rule):
+    # CPU's cumsum.out / cumprod.out without a dtype scan in the out's dtype (the input converted to it),
+    # not the result's; a bool out has no kernel (a 0-dim input is copied and an empty one has
+    # nothing to scan, so those pass); a dtype that differs from the out's raises
+    def out_variant(self, dim, *, dtype=None, out):
+        if dtype is None:
+            if out.dtype == torch.bool and self.dim() > 0 and self.numel() > 0:
+                raise NotImplementedError(f'"{rule}_out_cpu" not implemented for \'Bool\'')
+            dtype = out.dtype
+        return _make_out(lambda s, d, dtype: _scan(rule, s, d, dtype).run(), ["out"], f"{rule}.out")(
+            self, dim, dtype=dtype, out=out)
+
+    return out_variant
+
+
+for _rule in ("cumsum", "cumprod"):
+    register(_rule, inplace=f"{_rule}_")(lambda self, dim, *, dtype=None, _r=_rule: _scan(_r, self, dim, dtype))
+    impl(f"{_rule}.out", _scan_out(_rule))
 
 
 # ---- sort / topk -----------------------------------------------------------------------------------
