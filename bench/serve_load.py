@@ -319,14 +319,14 @@ async def _metrics(s, url):
 
 async def _settle(url, timeout=120):
     """Waits until the server holds no running or waiting request; returns
-    the last gauges read."""
+    the last gauges read (and the count of requests the engine finished)."""
     import aiohttp
     deadline = time.time() + timeout
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s:
         while True:
             m = await _metrics(s, url)
             gauges = {k: m.get(k) for k in ("vllm:num_requests_running", "vllm:num_requests_waiting",
-                                             "vllm:kv_cache_usage_perc")}
+                                             "vllm:kv_cache_usage_perc", "vllm:request_success_total")}
             if (not gauges["vllm:num_requests_running"] and not gauges["vllm:num_requests_waiting"]) \
                     or time.time() > deadline:
                 return gauges
@@ -405,7 +405,7 @@ async def run_load(url, pid, clients=64, duration=180.0, warmup=60.0, interval=3
     load = Load(url, expected, seed=seed, max_len=max_len)
     log(f"[serve-load] warm-up: {clients} clients for {warmup:.0f} s ...")
     await load.phase(clients, warmup, "warmup")
-    await _settle(url)
+    finished_before = (await _settle(url))["vllm:request_success_total"] or 0
     samples.append(rss_sample(pid))
     warm_end = time.time()
     log(f"[serve-load] load: {clients} clients for {duration:.0f} s ...")
@@ -428,6 +428,16 @@ async def run_load(url, pid, clients=64, duration=180.0, warmup=60.0, interval=3
                rss=rss_report(samples, warm_end, pid),
                rss_timeline_mb=[[round(s["t"] - t_start, 1), round(_total(s) / 2**20, 1)] for s in samples])
     res["load"]["requests_per_s"] = round(len(measured) / wall, 3)
+    # vLLM counts the requests its engine finished (stop, length), not the
+    # ones the API server aborts when their client goes away: the requests
+    # that reached the server less those it finished are the dropped ones
+    # it stopped (or never started), at most all the dropped ones.
+    finished = int((gauges["vllm:request_success_total"] or 0) - finished_before)
+    reached = sum(1 for r in measured if r["kind"] in ("valid", "stream", "cancel_stream", "cancel"))
+    res["load"]["engine_finished"] = finished
+    res["load"]["dropped_not_finished"] = reached - finished
+    res["load"]["dropped_by_clients"] = sum(1 for r in measured if r["kind"] == "cancel_stream"
+                                            or (r["kind"] == "cancel" and r.get("status") is None))
     return res
 
 
@@ -444,6 +454,10 @@ def check(res):
             bad.append(f"{phase}: {L['server_errors_count']} answers 5xx: {L['server_errors'][:3]}")
         if L["dropped_count"]:
             bad.append(f"{phase}: {L['dropped_count']} connections dropped: {L['dropped'][:3]}")
+    L = res["load"]
+    if L["dropped_by_clients"] and not 0 < L["dropped_not_finished"] <= L["dropped_by_clients"]:
+        bad.append(f"{L['dropped_not_finished']} requests not finished by the engine for "
+                   f"{L['dropped_by_clients']} the clients dropped")
     g = res["after_load"]["gauges"]
     if g["vllm:num_requests_running"] or g["vllm:num_requests_waiting"]:
         bad.append(f"requests left on the server after the load: {g}")
@@ -506,7 +520,9 @@ def report(res):
              f"  latency p50/p99: plain {L['valid']['p50_s']}/{L['valid']['p99_s']} s, streamed "
              f"{L['stream']['p50_s']}/{L['stream']['p99_s']} s, first token {L['stream']['ttft_p50_s']}/"
              f"{L['stream']['ttft_p99_s']} s",
-             f"  cancelled: {L['cancel_stream']['tried']} mid-stream, {L['cancel']['tried']} before the answer",
+             f"  cancelled: {L['cancel_stream']['tried']} mid-stream, {L['cancel']['tried']} before the answer; "
+             f"the engine did not finish {L.get('dropped_not_finished')} of the {L.get('dropped_by_clients')} "
+             "dropped unanswered",
              f"  bad requests: {L['bad']['tried']} tried, {L['bad']['ok']} got 4xx: "
              + ", ".join(f"{c} {s}" for c, s in L["bad_statuses"].items()),
              f"  mismatches {len(L['mismatches'])}, 5xx {L['server_errors_count']}, dropped {L['dropped_count']}"]
