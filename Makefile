@@ -295,8 +295,9 @@ bench-serve: serve-env
 	$(SERVE_PY) bench/serve.py $(BENCH_SERVE_ARGS)
 
 # Starts the server on loopback (tpu, and the CPU backend as reference).
+# The load test (several minutes of 64 clients) is test-serve-load's.
 test-serve: serve-env
-	$(SERVE_PY) -m pytest -q -x -p no:cacheprovider tests/serve
+	$(SERVE_PY) -m pytest -q -x -p no:cacheprovider --durations=8 tests/serve --ignore=tests/serve/test_load.py
 
 # Serving under load (bench/serve_load.py): LOAD_CLIENTS clients for
 # LOAD_SECONDS after LOAD_WARMUP seconds against one tpu server, valid,

@@ -29,18 +29,20 @@ def command(model, port, name, extra=()):
 class Server:
     """One server process (and its engine core) in its own process group."""
 
-    def __init__(self, backend, model=DEFAULT_MODEL, name="smollm2", extra=(), log_path=None, argv=None):
+    def __init__(self, backend, model=DEFAULT_MODEL, name="smollm2", extra=(), log_path=None, argv=None, env=None):
         """argv: a function of the port giving another command line (the
-        `vllm serve` console command); default: `make serve`'s."""
+        `vllm serve` console command); default: `make serve`'s.  env: extra
+        environment variables of the server."""
         self.backend, self.name = backend, name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ)
+        extra_env, env = env, dict(os.environ)
         if backend == "cpu":
             env["VLLM_PLUGINS"] = ""  # the tpu plugin off: vLLM's own CPU backend
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         else:
             env.pop("VLLM_PLUGINS", None)
+        env.update(extra_env or {})
         self.log_path = log_path or os.path.join(ROOT, "build", f"serve_{backend}_{self.port}.log")
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
         self.log = open(self.log_path, "w")
@@ -49,7 +51,8 @@ class Server:
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def log_tail(self, n=4000):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path, errors="replace") as f:
             return "".join(l for l in f.read().splitlines(True) if "is ignored: it is neither" not in l)[-n:]
 
@@ -65,8 +68,9 @@ class Server:
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
             time.sleep(2)
+        tail = self.log_tail()
         self.stop()
-        raise TimeoutError(f"{self.backend} server not ready in {timeout} s:\n{self.log_tail()}")
+        raise TimeoutError(f"{self.backend} server not ready in {timeout} s:\n{tail}")
 
     def request(self, method, path, body=None, raw=None, timeout=600):
         """(status, parsed JSON or text) of one request."""

@@ -12,6 +12,7 @@ Runs in .venv-serve (`make test-serve`).
 """
 import importlib.metadata
 import os
+import re
 import sys
 
 import pytest
@@ -71,3 +72,9 @@ def test_vllm_serve_model_as_typed_serves_on_tpu(server):
     assert "device_config=tpu" in log, log[-4000:]
     assert "the device's memory is the host's RAM" in log, log[-4000:]
     assert "PackageNotFoundError" not in log
+    # vLLM's defaults (8192 tokens a step, 256 requests, 8192-token contexts) have thousands of step
+    # shapes: the warm-up runs the smallest within its time budget, and the server starts serving
+    warmed = re.findall(r"tpu: warmed (\d+) step shapes \((\d+) left\)", log)
+    assert warmed and int(warmed[-1][0]) > 0, log[-4000:]
+    if int(warmed[-1][1]):
+        assert "tpu: warm-up stopped after" in log, log[-4000:]

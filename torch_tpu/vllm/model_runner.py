@@ -13,9 +13,11 @@ other per-step device tensors) runs on the host: those buffers are host
 tensors here, and only padded tensors go to tpu (input ids and positions
 ``[T]``, the attention metadata, the logits rows ``[R]``).  Greedy sampling
 runs on the padded ``[R, vocab]`` logits.  :meth:`TpuModelRunner.warm_up`
-runs every bucket before the first request."""
+runs every bucket (smallest first, within a time budget) before the first
+request."""
 import dataclasses
 import logging
+import os
 import time
 
 import numpy as np
@@ -30,6 +32,7 @@ logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
 
 MIN_TOKENS = 8
 WARM_PREFIX = "_tpu_warmup_"
+WARMUP_BUDGET_S = "300"  # seconds of warm-up at most, by default
 
 
 def bucket(n, lo, hi):
@@ -153,56 +156,78 @@ class TpuModelRunner(GPUModelRunner):
         sample_tokens on a scheduler output of made-up requests, greedy) per
         (T, R) bucket compiles the layer programs (per T), the logits rows
         and the sampler (per R); then every attention shape (T, R, Q, B)
-        a step can have runs on that step's own attention inputs (fused
-        mode: attention is a program of its own).  Made-up requests write
-        their keys and values into free blocks, which a request writes
-        before it reads.  Returns (step shapes, programs, seconds)."""
+        a step of T tokens can have runs on that step's own attention inputs
+        (fused mode: attention is a program of its own).  Made-up requests
+        write their keys and values into free blocks, which a request writes
+        before it reads.  Token buckets go smallest first (decode steps
+        first); the warm-up stops once TORCH_TPU_VLLM_WARMUP_S seconds
+        (default WARMUP_BUDGET_S; 0: no limit) have passed, and the shapes
+        left compile when a step first meets them.  Returns (step shapes
+        warmed, step shapes left, programs, seconds)."""
         from . import attention
 
         t0, c0 = time.perf_counter(), compile_count()
+        budget = float(os.environ.get("TORCH_TPU_VLLM_WARMUP_S", WARMUP_BUDGET_S))
+        deadline = t0 + budget if budget > 0 else float("inf")
         width = self.input_batch.block_table[0].max_num_blocks_per_req
         bs = self.input_batch.block_table[0].block_size
         max_len, max_tokens, max_reqs = self.max_model_len, self.max_num_tokens, self.max_num_reqs
         n_blocks = max(1, min(width, self.kv_cache_config.num_blocks - 1))
+        plan = []  # per token bucket: its (T, R) steps' query lengths, then its attention shapes
+        for t, t_lo in buckets(MIN_TOKENS, max_tokens):
+            steps = [self._warm_query_lens(t, r, r_lo, max_len) for r, r_lo in buckets(1, max_reqs)]
+            plan.append((t, [q for q in steps if q], self._attention_shapes(t, t_lo, max_reqs, max_len, width, bs)))
+        total = sum(len(steps) + len(shapes) for _, steps, shapes in plan)
         inputs = {}  # T -> one attention call's arguments in a real step of T tokens
 
         def keep(impl, layer, query, key, value, kv_cache, output):
             inputs.setdefault(output.shape[0], (impl, layer, query, key, value, kv_cache, output))
 
-        done, steps = set(), 0
+        warmed, upto = 0, 0
         attention.capture = keep
         try:
-            for t, t_lo in buckets(MIN_TOKENS, max_tokens):
-                for r, r_lo in buckets(1, max_reqs):
-                    if r_lo > t or r_lo * max_len < t:
-                        continue
-                    num = min(r, t)
-                    qs = [1] * num
-                    left = t - num
-                    for i in range(num):
-                        extra = min(left, max_len - 1)
-                        qs[i] += extra
-                        left -= extra
+            for t, steps, shapes in plan:
+                for qs in steps:
+                    if time.perf_counter() > deadline:
+                        break
                     self._warm_step(qs, list(range(1, n_blocks + 1)), bs)
-                    steps += 1
-            t1 = time.perf_counter()
-            for t, t_lo in buckets(MIN_TOKENS, max_tokens):
-                if t not in inputs:
-                    continue
-                impl, layer, query, key, value, kv_cache, output = inputs[t]
-                builder_shapes = self._attention_shapes(t, t_lo, max_reqs, max_len, width, bs)
-                for shape in builder_shapes:
-                    if shape in done:
-                        continue
-                    done.add(shape)
-                    impl.forward(layer, query, key, value, kv_cache, self._zero_metadata(*shape, bs), output)
+                    warmed += 1
+                if t in inputs:
+                    impl, layer, query, key, value, kv_cache, output = inputs[t]
+                    for shape in shapes:
+                        if time.perf_counter() > deadline:
+                            break
+                        impl.forward(layer, query, key, value, kv_cache, self._zero_metadata(*shape, bs), output)
+                        warmed += 1
+                if time.perf_counter() > deadline:
+                    break
+                upto = t
         finally:
             attention.capture = None
         torch.accelerator.synchronize(self.device)
-        t2 = time.perf_counter()
-        logger.info("tpu: warm-up: %d steps of (tokens, requests) buckets in %.1f s, %d attention shapes "
-                    "in %.1f s", steps, t1 - t0, len(done), t2 - t1)
-        return steps + len(done), compile_count() - c0, t2 - t0
+        seconds = time.perf_counter() - t0
+        if warmed < total:
+            logger.warning("tpu: warm-up stopped after %.0f s (TORCH_TPU_VLLM_WARMUP_S=%g): %d of %d step shapes "
+                           "warmed, every one of up to %d tokens; a step that meets one of the other %d compiles "
+                           "it then (raise TORCH_TPU_VLLM_WARMUP_S, 0 for no limit, or lower --max-num-batched-"
+                           "tokens / --max-num-seqs / --max-model-len)", seconds, budget, warmed, total, upto,
+                           total - warmed)
+        return warmed, total - warmed, compile_count() - c0, seconds
+
+    @staticmethod
+    def _warm_query_lens(t, r, r_lo, max_len):
+        """Query lengths of made-up requests for a step of bucket (t, r), or
+        None when no step has those buckets."""
+        if r_lo > t or r_lo * max_len < t:
+            return None
+        num = min(r, t)
+        qs = [1] * num
+        left = t - num
+        for i in range(num):
+            extra = min(left, max_len - 1)
+            qs[i] += extra
+            left -= extra
+        return qs
 
     @staticmethod
     def _attention_shapes(t, t_lo, max_reqs, max_len, width, bs):

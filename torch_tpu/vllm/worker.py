@@ -114,14 +114,15 @@ class TpuWorker(Worker):
         decode, every token, request, query and context bucket, the logits
         rows and the greedy sampler) so that no request pays for a compile;
         programs already in the engine's disk cache load instead of
-        compiling.  TORCH_TPU_VLLM_WARMUP=0 skips it (the first requests
+        compiling; it stops after TORCH_TPU_VLLM_WARMUP_S seconds (300 by
+        default, smallest buckets first).  TORCH_TPU_VLLM_WARMUP=0 skips it (the first requests
         then compile what they meet).  vLLM's GPU warm-up (CUDA-graph
         capture, Triton/FlashInfer kernels) has nothing to do on tpu."""
         from .model_runner import compile_count
 
         if os.environ.get("TORCH_TPU_VLLM_WARMUP", "1") != "0":
-            shapes, programs, seconds = self.model_runner.warm_up()
-            logger.info("tpu: warmed %d step shapes, %d programs, %.1f s", shapes, programs, seconds)
+            shapes, left, programs, seconds = self.model_runner.warm_up()
+            logger.info("tpu: warmed %d step shapes (%d left), %d programs, %.1f s", shapes, left, programs, seconds)
         else:
             logger.info("tpu: warm-up skipped (TORCH_TPU_VLLM_WARMUP=0)")
         set_random_seed(self.model_config.seed, self.parallel_config.data_parallel_index)
