@@ -40,7 +40,9 @@ def fill_value(value, dtype):
     with an imaginary part into a real type.  bool takes anything."""
     if isinstance(value, torch.Tensor):
         value = value.item()
-    if value == 0 or dtype == torch.bool or isinstance(value, bool) or dtype.is_complex and not isinstance(value, complex):
+    if value == 0 or dtype == torch.bool or isinstance(value, bool):
+        return value
+    if dtype.is_complex and not isinstance(value, complex):
         return value
     bad = False
     if isinstance(value, complex):
