@@ -47,6 +47,10 @@ taken in the same process, one after the other):
                through torch_tpu.run: tpu strict / fused / compiled vs the
                same file on PyTorch CPU, fresh processes, cold cache; ms/step,
                first step, compiles, final losses (must match CPU)
+  residency    one process compiling 1,000 / 3,000 / 6,000 distinct programs
+               (bench/residency.py): peak memory maps, RSS and wall time with
+               the program cache's map bound on and off; an evicted
+               program's reload from the disk tier vs its first compile
   first        (a group: first_smollm2, first_sd, first_wlm, first_lstmcell,
                first_nanogpt, first_clone; bench/first.py) cold start and
                loops that used to recompile: a fresh process on an empty
@@ -77,7 +81,7 @@ REPO = os.path.dirname(BENCH)
 QUICK = os.environ.get("TORCH_TPU_BENCH_QUICK", "") not in ("", "0")
 
 FIRST = ["first_smollm2", "first_sd", "first_wlm", "first_lstmcell", "first_nanogpt", "first_clone"]
-SECTIONS = ["op_latency", "chain", "chain_arith", "train", "device_checks", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm", "kernels", "cuda_unchanged"] + FIRST
+SECTIONS = ["op_latency", "chain", "chain_arith", "train", "device_checks", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm", "kernels", "cuda_unchanged", "residency"] + FIRST
 # names --only accepts for several sections
 GROUPS = {"first": FIRST}
 # seconds each section may take before it is killed (full mode; quick: /2)
@@ -85,6 +89,8 @@ LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "de
           "import": 240, "transfer": 180, "pjrt": 180, "hf": 1500, "dist": 900, "lstm": 600, "kernels": 300,
           # bench/cuda_unchanged.py: 7-8 fresh processes, each compiling from an empty cache
           "cuda_unchanged": 1500,
+          # bench/residency.py: two processes compiling 6000 programs each (~2 min each)
+          "residency": 900,
           # bench/first.py: fresh processes that compile everything (tens of seconds each, several per
           # section); first_clone: `make demo` in a fresh clone gets 15 minutes
           "first_smollm2": 2400, "first_sd": 1200, "first_wlm": 1200, "first_lstmcell": 1200,
@@ -703,6 +709,12 @@ def sec_cuda_unchanged():
     return cuda_unchanged.sec_cuda_unchanged(_measure, QUICK)
 
 
+def sec_residency():
+    sys.path.insert(0, BENCH)
+    import residency
+    return residency.measure(_measure, QUICK)
+
+
 def _sec_first(name):
     def sec():
         torch = _torch()
@@ -712,7 +724,7 @@ def _sec_first(name):
     return sec
 
 
-FUNCS = {"lstm": sec_lstm, "kernels": sec_kernels, "cuda_unchanged": sec_cuda_unchanged, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "device_checks": sec_device_checks, "startup": sec_startup,
+FUNCS = {"residency": sec_residency, "lstm": sec_lstm, "kernels": sec_kernels, "cuda_unchanged": sec_cuda_unchanged, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "device_checks": sec_device_checks, "startup": sec_startup,
          "memory": sec_memory, "import": sec_import, "transfer": sec_transfer, "pjrt": sec_pjrt, "dist": sec_dist,
          **{name: _sec_first(name) for name in FIRST}}
 
@@ -960,6 +972,14 @@ def markdown(results):
         import cuda_unchanged
         rows.extend(cuda_unchanged.markdown_rows(cur, _cell))
         notes.extend(cuda_unchanged.notes(cur))
+
+    rsr = R.get("residency", {})
+    if rsr:
+        sys.path.insert(0, BENCH)
+        import residency
+        rows.extend(residency.markdown_rows(rsr, _cell))
+        for k in ("bound_on", "bound_off"):
+            err_note(f"residency/{k}", rsr.get(k))
 
     if any(k in R for k in FIRST):
         sys.path.insert(0, BENCH)

@@ -276,7 +276,18 @@ def _runs_calls(fn):
 _NO_OVERLAP_OUT = {"gather", "take", "index_select", "masked_select", "cat", "kthvalue"}
 # out= ops whose CPU kernels want the out's dtype to be the result's
 _EXACT_DTYPE_OUT = {"gather", "aminmax", "amax", "amin", "_softmax", "_log_softmax", "softmax", "log_softmax", "neg",
-                    "index_add", "index_select"}
+                    "index_add", "index_select", "index_copy", "linalg_cross"}
+# ... the same rule, in the words of other CPU checks ({o}: the out's dtype, {r}: the result's)
+_SAME_DTYPE_OUT = {"hardshrink": "Found dtype {o} but expected {r}",
+                   "log_sigmoid_forward": "expected scalar type {r} but found {o}"}
+# out= ops whose meta kernels take any out dtype where CPU's casting rule
+# (can_cast) refuses an unsafe one
+_CAST_RULE_OUT = {"angle"}
+# out= ops whose CPU kernels resize a wrong-shaped out without the warning
+_SILENT_RESIZE_OUT = {"addbmm", "log_sigmoid_forward"}
+# out= ops whose CPU kernel is picked by the out's dtype: a floating input
+# into an integer or bool out has no kernel (NotImplementedError)
+_KERNEL_BY_OUT_DTYPE = {"nansum"}
 # out= ops whose CPU kernels check the out for internal overlap before
 # resizing it (the others check the out they write: one of the result's shape)
 _OVERLAP_BEFORE_RESIZE_OUT = {"take", "index_select", "masked_select"}
@@ -331,6 +342,9 @@ def _check_out_result(base, opname, args, kwargs, o, r):
         n = _CPU_DTYPE_NAME
         raise RuntimeError(f"Expected out tensor to have dtype {n.get(r.dtype, r.dtype)}, but got "
                            f"{n.get(o.dtype, o.dtype)} instead ({opname})")
+    if base in _SAME_DTYPE_OUT and o.dtype != r.dtype:
+        msg = _SAME_DTYPE_OUT[base].format(o=scalar_type_name(o.dtype), r=scalar_type_name(r.dtype))
+        raise RuntimeError(f"{msg} ({opname})")
     if tuple(o.shape) == tuple(r.shape):  # not resized: written as it is
         _check_out_internal(base, [o])
     if base in _NO_OVERLAP_OUT:  # checked on the resized out, as CPU
@@ -378,8 +392,11 @@ def _make_out(fn, outs, opname):
         res = fn(*args, **kwargs)
         results = (res,) if len(targets) == 1 else res
         cast_ok = False
-        if any(isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor) and o.dtype != r.dtype
-               for o, r in zip(targets, results)):
+        if base in _KERNEL_BY_OUT_DTYPE and isinstance(args[0], torch.Tensor) and args[0].is_floating_point() \
+                and not (targets[0].is_floating_point() or targets[0].is_complex()):
+            raise NotImplementedError(f"\"{base}\" not implemented for '{scalar_type_name(targets[0].dtype)}'")
+        if base not in _CAST_RULE_OUT and any(isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor)
+                                              and o.dtype != r.dtype for o, r in zip(targets, results)):
             cast_ok = _meta_out_dtype_check(opname, outs, targets, args, kwargs)
         for o, r in zip(targets, results):
             if isinstance(o, (list, tuple)):  # a Tensor[] out (foreach ops)
@@ -387,6 +404,8 @@ def _make_out(fn, outs, opname):
                     write_out(oi, ri, opname)
             else:
                 _check_out_result(base, opname, args, kwargs, o, r)
+                if base in _SILENT_RESIZE_OUT and tuple(o.shape) != tuple(r.shape):
+                    o.resize_(r.shape)
                 if cast_ok:  # CPU's rules (its meta kernel) take this out's dtype: a converting write
                     resize_out(o, r.shape)
                     write(o, r)

@@ -9,9 +9,10 @@ _TABLE = [
     (torch.uint8, 6), (torch.uint16, 7), (torch.uint32, 8), (torch.uint64, 9),
     (torch.float16, 10), (torch.float32, 11), (torch.float64, 12), (torch.bfloat16, 13),
     (torch.complex64, 14), (torch.complex128, 15),
+    (torch.float8_e5m2, 16), (torch.float8_e4m3fn, 17), (torch.float8_e5m2fnuz, 19), (torch.float8_e4m3fnuz, 20),
 ]
 CODE = {dt: code for dt, code in _TABLE}
-DTYPE = [None] * 16
+DTYPE = [None] * 21
 for _dt, _c in _TABLE:
     DTYPE[_c] = _dt
 
@@ -19,9 +20,13 @@ for _dt, _c in _TABLE:
 # can't be cast to the desired output type Long").
 _NAMES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
           torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
-          torch.uint8: "Byte", torch.bool: "Bool"}
+          torch.uint8: "Byte", torch.bool: "Bool", torch.float8_e5m2: "Float8_e5m2",
+          torch.float8_e4m3fn: "Float8_e4m3fn", torch.float8_e5m2fnuz: "Float8_e5m2fnuz",
+          torch.float8_e4m3fnuz: "Float8_e4m3fnuz"}
 
 HALF = (torch.float16, torch.bfloat16)
+# the 8-bit floats compute in float32 as well (as on CPU)
+LOW = HALF + (torch.float8_e5m2, torch.float8_e4m3fn, torch.float8_e5m2fnuz, torch.float8_e4m3fnuz)
 
 
 def dtype_code(dtype):
@@ -38,9 +43,9 @@ def scalar_type_name(dtype):
 
 def opmath(dtype):
     """The type a result of `dtype` computes and accumulates in: float32 for
-    the half types, the dtype itself otherwise (PyTorch's opmath / acc_type;
+    the half and 8-bit float types, the dtype itself otherwise (PyTorch's opmath / acc_type;
     the C rules' tpu_op_opmath)."""
-    return torch.float32 if dtype in HALF else dtype
+    return torch.float32 if dtype in LOW else dtype
 
 
 def coef_dtype(dtype):

@@ -109,6 +109,7 @@ def ensure_initialized():
                 fused_max_nodes=_int_env("TORCH_TPU_FUSED_MAX_NODES", 0),
                 mem_max_entries=_int_env("TORCH_TPU_CACHE_MAX_ENTRIES", 0),
                 mem_max_bytes=_int_env("TORCH_TPU_CACHE_MAX_BYTES", 0),
+                mem_max_maps=_int_env("TORCH_TPU_CACHE_MAX_MAPS", 0),
                 disk_max_entries=_int_env("TORCH_TPU_DISK_CACHE_MAX_ENTRIES", 0),
                 disk_max_bytes=_int_env("TORCH_TPU_DISK_CACHE_MAX_BYTES", 0),
                 device_checks=os.environ.get("TORCH_TPU_DEVICE_CHECKS", "1") != "0",

@@ -25,6 +25,13 @@ typedef enum tpu_dtype {
   TPU_BF16 = 13,
   TPU_C64 = 14,
   TPU_C128 = 15,
+  /* 8-bit floats: storage, copies, conversions and what PyTorch's CPU
+     kernels do with them (PJRT's numbers; 18, F8E4M3B11FNUZ, has no torch
+     dtype) */
+  TPU_F8E5M2 = 16,
+  TPU_F8E4M3FN = 17,
+  TPU_F8E5M2FNUZ = 19,
+  TPU_F8E4M3FNUZ = 20,
 } tpu_dtype_t;
 
 #define TPU_MAX_RANK 8
@@ -38,7 +45,12 @@ const char *tpu_dtype_name(tpu_dtype_t dt);
 /* PyTorch's ScalarType name for messages: "Float", "Long", "BFloat16" ...
  * (tpu_dtype_name for the others). */
 const char *tpu_dtype_scalar_type(tpu_dtype_t dt);
-int tpu_dtype_is_float(tpu_dtype_t dt);   /* f16 bf16 f32 f64 */
+int tpu_dtype_is_float(tpu_dtype_t dt);   /* f16 bf16 f32 f64 and the f8 types */
+int tpu_dtype_is_f8(tpu_dtype_t dt);
+/* The bits of `value` in an 8-bit float type as PyTorch's CPU converts
+ * (through float, round to nearest even; e4m3fn saturates, e5m2 overflows
+ * to infinity, the FNUZ types to NaN). */
+uint8_t tpu_dtype_f8_bits(tpu_dtype_t dt, double value);
 int tpu_dtype_is_int(tpu_dtype_t dt);     /* signed or unsigned integers, not pred */
 int tpu_dtype_is_signed(tpu_dtype_t dt);  /* s* and floats */
 int tpu_dtype_is_complex(tpu_dtype_t dt);

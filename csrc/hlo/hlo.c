@@ -270,6 +270,9 @@ static void put_float_literal(tpu_strbuf_t *sb, tpu_dtype_t dt, double value) {
     }
     case TPU_F16: put_hex(sb, encode_float(value, 5, 10), 4); return;
     case TPU_BF16: put_hex(sb, encode_float(value, 8, 7), 4); return;
+    case TPU_F8E5M2: case TPU_F8E4M3FN: case TPU_F8E5M2FNUZ: case TPU_F8E4M3FNUZ:
+      put_hex(sb, tpu_dtype_f8_bits(dt, value), 2);
+      return;
     default: return;
   }
 }
@@ -917,12 +920,53 @@ tpu_hlo_value_t tpu_hlo_clamp(tpu_hlo_func_t *f, tpu_hlo_value_t lo, tpu_hlo_val
   return tpu_hlo__simple(f, "clamp", ops, 3, tx, NULL);
 }
 
-tpu_hlo_value_t tpu_hlo_convert(tpu_hlo_func_t *f, tpu_hlo_value_t x, tpu_dtype_t to) {
-  if (!tpu_hlo__ok(f, "convert", &x, 1)) return TPU_HLO_NONE;
-  if (!tpu_dtype_valid(to)) return FAIL(f, "convert: invalid target dtype %d", (int)to);
+static tpu_hlo_value_t convert_plain(tpu_hlo_func_t *f, tpu_hlo_value_t x, tpu_dtype_t to) {
   tpu_hlo_type_t t = *tpu_hlo__t(f, x);
   t.dtype = to;
   return tpu_hlo__simple(f, "convert", &x, 1, &t, NULL);
+}
+
+/* Into an 8-bit float as PyTorch's CPU converts: from float32 (a double or
+ * an integer goes to float32 first, as c10's constructors take a float);
+ * e4m3fn saturates at +-448 (c10's conversion; XLA gives NaN); e5m2 and
+ * e4m3fn round once, where XLA's CPU convert goes through f16 and rounds
+ * twice: through f16 rounded to odd, whose extra bits make the second
+ * rounding exact.  The FNUZ types convert directly (XLA's path from f16
+ * mishandles f16's subnormals for them), with no negative zero. */
+static tpu_hlo_value_t convert_to_f8(tpu_hlo_func_t *f, tpu_hlo_value_t x, tpu_dtype_t to) {
+  tpu_hlo_type_t t = *tpu_hlo__t(f, x);
+  if (t.dtype != TPU_F32) x = convert_plain(f, x, TPU_F32);
+  t.dtype = TPU_F32;
+  if (to == TPU_F8E4M3FN) {
+    tpu_hlo_value_t sat = tpu_hlo_clamp(f, tpu_hlo_constant(f, t, -448.0), x, tpu_hlo_constant(f, t, 448.0));
+    x = tpu_hlo_select(f, tpu_hlo_compare(f, "NE", x, x), x, sat); /* NaN stays NaN */
+  }
+  if (to != TPU_F8E5M2 && to != TPU_F8E4M3FN) {
+    /* the FNUZ types: directly, what rounds to zero as +0 (XLA gives -0, which is their NaN) */
+    double half_tiny = to == TPU_F8E5M2FNUZ ? 0x1p-18 : 0x1p-11;
+    tpu_hlo_value_t tiny = tpu_hlo_compare(f, "LE", tpu_hlo_unary(f, "abs", x), tpu_hlo_constant(f, t, half_tiny));
+    return convert_plain(f, tpu_hlo_select(f, tiny, tpu_hlo_constant(f, t, 0.0), x), to);
+  }
+  tpu_hlo_type_t bt = t;
+  bt.dtype = TPU_S16;
+  tpu_hlo_value_t h = convert_plain(f, x, TPU_F16), back = convert_plain(f, h, TPU_F32);
+  tpu_hlo_value_t bits = tpu_hlo_bitcast_convert(f, h, TPU_S16), zero = tpu_hlo_constant_i64(f, bt, 0);
+  tpu_hlo_value_t even = tpu_hlo_compare(f, "EQ", tpu_hlo_binary(f, "and", bits, tpu_hlo_constant_i64(f, bt, 1)), zero);
+  tpu_hlo_value_t inexact = tpu_hlo_compare(f, "NE", back, x);
+  /* the odd neighbour on x's side: one step of magnitude down or up */
+  tpu_hlo_value_t down = tpu_hlo_compare(f, "GT", tpu_hlo_unary(f, "abs", back), tpu_hlo_unary(f, "abs", x));
+  tpu_hlo_value_t step = tpu_hlo_select(f, down, tpu_hlo_constant_i64(f, bt, -1), tpu_hlo_constant_i64(f, bt, 1));
+  step = tpu_hlo_select(f, tpu_hlo_binary(f, "and", even, inexact), step, zero);
+  x = tpu_hlo_bitcast_convert(f, tpu_hlo_binary(f, "add", bits, step), TPU_F16);
+  return convert_plain(f, x, to);
+}
+
+tpu_hlo_value_t tpu_hlo_convert(tpu_hlo_func_t *f, tpu_hlo_value_t x, tpu_dtype_t to) {
+  if (!tpu_hlo__ok(f, "convert", &x, 1)) return TPU_HLO_NONE;
+  if (!tpu_dtype_valid(to)) return FAIL(f, "convert: invalid target dtype %d", (int)to);
+  tpu_dtype_t from = tpu_hlo__t(f, x)->dtype;
+  if (tpu_dtype_is_f8(to) && from != to && !tpu_dtype_is_complex(from)) return convert_to_f8(f, x, to);
+  return convert_plain(f, x, to);
 }
 
 tpu_hlo_value_t tpu_hlo_bitcast_convert(tpu_hlo_func_t *f, tpu_hlo_value_t x, tpu_dtype_t to) {

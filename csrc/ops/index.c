@@ -166,7 +166,9 @@ static void rule_index_select(tpu_op_ctx_t *c) {
     return;
   }
   int64_t dim = tpu_op_dim(c, tpu_op_int(c, 0), t.rank ? t.rank : 1), size = t.rank ? t.dims[dim] : 1;
-  if (dim == 1 && t.rank > 1) /* PyTorch's CPU kernel has its own path (and error) for dim 1 */
+  /* PyTorch's CPU kernel has its own paths (and error) for dim 1 and for a
+     self of rank > 1 with no elements */
+  if (t.rank > 1 && (dim == 1 || tpu_hlo_type_numel(&t) == 0))
     tpu_op_check_index(c, c->in[1], 0, size, TPU_INVALID_ARGUMENT,
                        "index_select(): INDICES element is out of DATA bounds, id=" TPU_OP_PAYLOAD " axis_dim=%lld",
                        (long long)size);

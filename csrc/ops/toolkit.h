@@ -23,7 +23,7 @@ static inline int tpu_op_is_half(tpu_dtype_t dt) { return dt == TPU_F16 || dt ==
 /* The type a value of dt computes and accumulates in: float32 for the half
  * types, dt itself otherwise (PyTorch CPU's opmath / acc_type).  Results are
  * rounded back to dt once, at the end. */
-static inline tpu_dtype_t tpu_op_opmath(tpu_dtype_t dt) { return tpu_op_is_half(dt) ? TPU_F32 : dt; }
+static inline tpu_dtype_t tpu_op_opmath(tpu_dtype_t dt) { return tpu_op_is_half(dt) || tpu_dtype_is_f8(dt) ? TPU_F32 : dt; }
 /* Promotion when no adapter gave a dtype: bool < ints < floats, the wider
  * wins, f16 with bf16 -> f32.  TPU_DTYPE_INVALID is the identity. */
 tpu_dtype_t tpu_op_promote(tpu_dtype_t a, tpu_dtype_t b);

@@ -163,6 +163,8 @@ static const struct { const char *name; tpu_dtype_t dt; } pj_elem_names[] = {
     {"i64", TPU_S64},   {"ui8", TPU_U8},   {"ui16", TPU_U16},  {"ui32", TPU_U32},
     {"ui64", TPU_U64},  {"f16", TPU_F16},  {"f32", TPU_F32},   {"f64", TPU_F64},
     {"bf16", TPU_BF16}, {"complex<f32>", TPU_C64}, {"complex<f64>", TPU_C128},
+    {"f8E5M2", TPU_F8E5M2}, {"f8E4M3FN", TPU_F8E4M3FN},
+    {"f8E5M2FNUZ", TPU_F8E5M2FNUZ}, {"f8E4M3FNUZ", TPU_F8E4M3FNUZ},
 };
 
 /* Parses `tensor<2x3xf32>` (or `tensor<f32>`, `tensor<?x4xbf16>`). */

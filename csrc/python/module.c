@@ -49,16 +49,17 @@ PyObject *tpu_py_raise_status(tpu_status_t st) {
 static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"plugin", "num_devices", "mode", "cache_dir", "fused_max_nodes",
                            "mem_max_entries", "mem_max_bytes", "disk_max_entries", "disk_max_bytes",
-                           "device_checks", "donation", "host_memory_cache", "compile_threads", NULL};
+                           "device_checks", "donation", "host_memory_cache", "compile_threads", "mem_max_maps",
+                           NULL};
   const char *plugin, *cache_dir = NULL;
   int ndev = 0, mode = 0, fmax = 0, checks = 1, donation = 1, host_cache = 1, threads = -1;
-  long long me = 0, mb = 0, de = 0, db = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|iiziLLLLpppi", kwlist, &plugin, &ndev, &mode, &cache_dir, &fmax,
-                                   &me, &mb, &de, &db, &checks, &donation, &host_cache, &threads))
+  long long me = 0, mb = 0, de = 0, db = 0, mm = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|iiziLLLLpppiL", kwlist, &plugin, &ndev, &mode, &cache_dir, &fmax,
+                                   &me, &mb, &de, &db, &checks, &donation, &host_cache, &threads, &mm))
     return NULL;
   tpu_rt_config_t cfg = {.plugin_path = plugin, .num_devices = ndev, .mode = (tpu_eager_mode_t)mode,
                          .cache_dir = cache_dir, .fused_max_nodes = fmax, .mem_cache_max_entries = me,
-                         .mem_cache_max_bytes = mb, .disk_cache_max_entries = de, .disk_cache_max_bytes = db,
+                         .mem_cache_max_bytes = mb, .mem_cache_max_maps = mm, .disk_cache_max_entries = de, .disk_cache_max_bytes = db,
                          .no_device_checks = !checks, .no_donation = !donation,
                          .no_host_memory_cache = !host_cache, .compile_threads = threads};
   tpu_status_t st = tpu_rt_init(&cfg);
@@ -130,11 +131,14 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
   tpu_rt_stats_t s;
   tpu_rt_stats(&s);
   return Py_BuildValue(
-      "{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:L}",
+      "{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,"
+      "s:L}",
       "mem_hits", (long long)s.mem_hits, "mem_misses", (long long)s.mem_misses, "disk_hits", (long long)s.disk_hits,
       "disk_misses", (long long)s.disk_misses, "disk_writes", (long long)s.disk_writes, "disk_errors",
       (long long)s.disk_errors, "compiles", (long long)s.compiles, "evictions", (long long)s.evictions,
-      "disk_evictions", (long long)s.disk_evictions, "compile_seconds", s.compile_seconds, "mem_entries",
+      "disk_evictions", (long long)s.disk_evictions, "map_evictions", (long long)s.map_evictions,
+      "memory_evictions", (long long)s.memory_evictions, "maps", (long long)s.maps, "mem_max_maps",
+      (long long)s.mem_max_maps, "compile_seconds", s.compile_seconds, "mem_entries",
       (long long)s.mem_entries, "mem_bytes", (long long)s.mem_bytes, "disk_entries", (long long)s.disk_entries,
       "disk_bytes", (long long)s.disk_bytes, "executions", (long long)s.executions, "flushes", (long long)s.flushes,
       "ops_recorded", (long long)s.ops_recorded, "live_buffers", (long long)s.live_buffers, "live_values",

@@ -67,6 +67,9 @@ struct tpu_cache {
   uint64_t identity_hash;
   tpu_cache_config_t cfg;
   int disk_scanned; /* disk_entries / disk_bytes were counted from the directory */
+  int inserts_since_maps; /* memory-tier inserts since the map count was read */
+  int warned_maps;        /* the memory-map bound's first eviction was warned about */
+  int64_t maps_at_create; /* the process's maps when the cache was made (-1: unknown) */
   tpu_prog_t *buckets[TPU_CACHE_BUCKETS];
   tpu_prog_t *head, *tail;
   tpu_cache_stats_t st;
@@ -169,6 +172,27 @@ static DIR *tpu_disk_opendir(tpu_cache_t *c) {
   return d;
 }
 
+/* want_value = 0: the number of lines of a /proc file (-1 if it cannot be
+ * read); 1: the number it starts with. */
+static int64_t tpu_count_lines(const char *path, int want_value) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[65536];
+  int64_t n = 0;
+  ssize_t got;
+  if (want_value) {
+    got = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (got <= 0) return -1;
+    buf[got] = 0;
+    return strtoll(buf, NULL, 10);
+  }
+  while ((got = read(fd, buf, sizeof(buf))) > 0)
+    for (ssize_t i = 0; i < got; i++) n += buf[i] == '\n';
+  close(fd);
+  return got < 0 ? -1 : n;
+}
+
 tpu_status_t tpu_cache_create(tpu_pjrt_client_t *client, const tpu_cache_config_t *cfg, tpu_cache_t **out_cache) {
   *out_cache = NULL;
   tpu_cache_t *c = (tpu_cache_t *)calloc(1, sizeof(*c));
@@ -178,6 +202,13 @@ tpu_status_t tpu_cache_create(tpu_pjrt_client_t *client, const tpu_cache_config_
   c->cfg = *cfg;
   if (c->cfg.mem_max_entries <= 0) c->cfg.mem_max_entries = 4096;
   if (c->cfg.mem_max_bytes <= 0) c->cfg.mem_max_bytes = (int64_t)2 << 30;
+  if (c->cfg.mem_max_maps == 0) {
+    int64_t sys = tpu_count_lines("/proc/sys/vm/max_map_count", 1);
+    c->cfg.mem_max_maps = sys > 0 ? sys / 3 : -1;
+  }
+  c->maps_at_create = c->cfg.mem_max_maps > 0 ? tpu_count_lines("/proc/self/maps", 0) : -1;
+  c->st.mem_max_maps = c->cfg.mem_max_maps;
+  if (c->maps_at_create > 0) c->st.maps = c->maps_at_create;
   /* the disk tier is bounded by bytes: 4 GiB holds hundreds of thousands of
    * programs (a few KB to a few MB each), so one workload's programs do not
    * push out another's; an entry bound only when asked for */
@@ -262,6 +293,74 @@ tpu_pjrt_exec_t *tpu_cache_lookup(tpu_cache_t *c, uint64_t key) {
   return NULL;
 }
 
+/* Drops up to `drop` least recently used programs from the memory tier
+ * (never `keep` nor a pinned one); returns how many went.  Destroying a
+ * PJRT executable frees its code (on the CPU plugin, its JIT mappings). */
+static int64_t tpu_mem_evict(tpu_cache_t *c, tpu_prog_t *keep, int64_t drop, int64_t *counter) {
+  int64_t dropped = 0;
+  for (tpu_prog_t *victim = c->tail; victim && dropped < drop;) {
+    tpu_prog_t *prev = victim->prev;
+    if (victim != keep && victim->pins == 0) {
+      tpu_prog_remove(c, victim);
+      c->st.evictions++;
+      (*counter)++;
+      dropped++;
+    }
+    victim = prev;
+  }
+  return dropped;
+}
+
+/* The memory-map bound (see cache.h), read every TPU_MAPS_EVERY inserts (a
+ * read of /proc/self/maps costs ~1 ms at 20,000 maps, well under a
+ * compile): over it, enough least recently used programs go to reach 7/8
+ * of the bound by the maps each holds on average, a quarter of the tier at
+ * least; those reload from the disk tier when next run. */
+#define TPU_MAPS_EVERY 8
+static void tpu_mem_bound_maps(tpu_cache_t *c, tpu_prog_t *keep) {
+  if (c->cfg.mem_max_maps <= 0 || ++c->inserts_since_maps < TPU_MAPS_EVERY) return;
+  c->inserts_since_maps = 0;
+  int64_t maps = tpu_count_lines("/proc/self/maps", 0);
+  c->st.maps = maps;
+  if (maps <= c->cfg.mem_max_maps) return;
+  /* the maps each program holds, estimated from the growth since the cache
+   * was made */
+  int64_t per = c->st.mem_entries > 0 ? (maps - c->maps_at_create) / c->st.mem_entries : 1;
+  if (per < 1) per = 1;
+  int64_t drop = (maps - c->cfg.mem_max_maps / 8 * 7 + per - 1) / per;
+  if (drop < c->st.mem_entries / 4) drop = c->st.mem_entries / 4;
+  if (drop < 1) drop = 1;
+  int64_t dropped = tpu_mem_evict(c, keep, drop, &c->st.map_evictions);
+  if (!c->warned_maps) {
+    c->warned_maps = 1;
+    fprintf(stderr,
+            "torch_tpu: the process holds %lld memory maps (the bound is %lld: TORCH_TPU_CACHE_MAX_MAPS, by "
+            "default a third of vm.max_map_count); %lld least recently used programs left the memory cache "
+            "(they reload from the disk cache when run again)\n",
+            (long long)maps, (long long)c->cfg.mem_max_maps, (long long)dropped);
+  }
+}
+
+int64_t tpu_cache_shed(tpu_cache_t *c, int64_t *out_held) {
+  pthread_mutex_lock(&c->lock);
+  int64_t held = c->st.mem_entries;
+  int64_t dropped = tpu_mem_evict(c, NULL, (held + 1) / 2, &c->st.memory_evictions);
+  c->st.maps = c->cfg.mem_max_maps > 0 ? tpu_count_lines("/proc/self/maps", 0) : c->st.maps;
+  pthread_mutex_unlock(&c->lock);
+  if (out_held) *out_held = held;
+  return dropped;
+}
+
+int tpu_cache_failed_for_memory(tpu_status_t st) {
+  if (!st) return 0;
+  if (tpu_status_code(st) == TPU_RESOURCE_EXHAUSTED) return 1;
+  const char *m = tpu_status_message(st);
+  return m && (strstr(m, "Cannot allocate memory") || strstr(m, "allocate section memory") ||
+               strstr(m, "out of memory") || strstr(m, "Out of memory") || strstr(m, "ENOMEM"));
+}
+
+int64_t tpu_cache_count_maps(void) { return tpu_count_lines("/proc/self/maps", 0); }
+
 static void tpu_mem_insert(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec, size_t bytes) {
   tpu_prog_t *p = (tpu_prog_t *)calloc(1, sizeof(*p));
   if (!p) {
@@ -287,6 +386,7 @@ static void tpu_mem_insert(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec, 
     }
     victim = prev;
   }
+  tpu_mem_bound_maps(c, p);
 }
 
 void tpu_cache_pin(tpu_cache_t *c, uint64_t key, int delta) {
@@ -529,6 +629,27 @@ static void tpu_disk_store(tpu_cache_t *c, uint64_t fkey, uint64_t text_hash, tp
   pthread_mutex_unlock(&c->lock);
 }
 
+/* Fault tests only (tests/faults/test_residency.py):
+ * TORCH_TPU_CACHE_TEST_COMPILE_ENOMEM="K,N" makes compiles K+1 .. K+N of
+ * the process fail as the XLA CPU JIT fails when it cannot map its code
+ * (read at the first compile; unset, a compile costs nothing more). */
+static int tpu_compile_test_enomem(tpu_cache_t *c) {
+  static long skip = -1, fail = 0;
+  pthread_mutex_lock(&c->lock);
+  if (skip < 0) {
+    const char *v = getenv("TORCH_TPU_CACHE_TEST_COMPILE_ENOMEM");
+    char *end = NULL;
+    skip = v && *v ? strtol(v, &end, 10) : 0;
+    fail = end && *end == ',' ? strtol(end + 1, NULL, 10) : 0;
+    if (skip < 0) skip = 0;
+  }
+  int now = 0;
+  if (skip > 0) skip--;
+  else if (fail > 0) now = 1, fail--;
+  pthread_mutex_unlock(&c->lock);
+  return now;
+}
+
 tpu_status_t tpu_cache_build(tpu_cache_t *c, const char *text, size_t text_len,
                              const tpu_pjrt_compile_options_t *options, tpu_pjrt_exec_t **out_exec,
                              int *out_from_disk) {
@@ -563,6 +684,10 @@ tpu_status_t tpu_cache_build(tpu_cache_t *c, const char *text, size_t text_len,
     *out_from_disk = 1;
   } else {
     double t0 = tpu_clock_now();
+    if (tpu_compile_test_enomem(c))
+      return tpu_status_make(TPU_RESOURCE_EXHAUSTED,
+                             "compile: LLVM compilation error: Cannot allocate memory (injected: "
+                             "TORCH_TPU_CACHE_TEST_COMPILE_ENOMEM)");
     TPU_PROPAGATE(tpu_pjrt_compile(c->client, text, text_len, options, &exec));
     double dt = tpu_clock_now() - t0;
     pthread_mutex_lock(&c->lock);

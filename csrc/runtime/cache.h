@@ -20,12 +20,22 @@ typedef struct tpu_cache tpu_cache_t;
 typedef struct tpu_cache_config {
   const char *dir; /* NULL/"" = no disk tier */
   int64_t mem_max_entries, mem_max_bytes;
+  /* the process's memory maps (XLA's CPU JIT maps a few regions for each
+   * kernel of a loaded program; at vm.max_map_count the next one fails and
+   * LLVM aborts the process): above this many, the least recently used
+   * programs leave the memory tier.  0 = a third of vm.max_map_count, < 0 =
+   * no bound */
+  int64_t mem_max_maps;
   int64_t disk_max_entries, disk_max_bytes;
 } tpu_cache_config_t;
 
 typedef struct tpu_cache_stats {
   int64_t mem_hits, mem_misses, disk_hits, disk_misses, disk_writes, disk_errors;
   int64_t compiles, evictions, disk_evictions;
+  int64_t map_evictions;    /* of evictions, those for the memory-map bound */
+  int64_t memory_evictions; /* of evictions, those after a compile failed for lack of memory */
+  int64_t maps;             /* the process's memory maps when last counted (0: never) */
+  int64_t mem_max_maps;     /* the bound in force (-1: none) */
   double compile_seconds;
   int64_t mem_entries, mem_bytes, disk_entries, disk_bytes;
   int64_t disk_refused; /* untrusted directory or entries (see cache.c: trust) */
@@ -52,6 +62,17 @@ void tpu_cache_insert(tpu_cache_t *cache, uint64_t key, tpu_pjrt_exec_t *exec, s
 /* A pinned program (pins > 0) is never evicted: a run of it is queued. */
 void tpu_cache_pin(tpu_cache_t *cache, uint64_t key, int delta);
 void tpu_cache_clear(tpu_cache_t *cache, int disk_too);
+/* After a compile failed for lack of memory: drops the least recently used
+ * half of the memory tier (never a pinned program), freeing their code and
+ * mappings; returns how many went (*out_held: how many were held).  Like
+ * every eviction, the caller holds whatever lock keeps looked-up programs
+ * from running meanwhile (the runtime's). */
+int64_t tpu_cache_shed(tpu_cache_t *cache, int64_t *out_held);
+/* A status that says the host ran out of memory or mappings (the XLA CPU
+ * JIT's "Cannot allocate memory", RESOURCE_EXHAUSTED). */
+int tpu_cache_failed_for_memory(tpu_status_t st);
+/* The process's memory maps now (lines of /proc/self/maps; -1: unknown). */
+int64_t tpu_cache_count_maps(void);
 void tpu_cache_get_stats(tpu_cache_t *cache, tpu_cache_stats_t *out);
 
 #endif /* TPU_RUNTIME_CACHE_H_ */

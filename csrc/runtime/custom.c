@@ -43,7 +43,7 @@ tpu_status_t tpu_rt_custom_kernel_check(int64_t id) {
                                      .portable = true, .xla_flags = NULL};
     tpu_pjrt_exec_t *exec = NULL;
     int from_disk = 0;
-    st = tpu_cache_build(R.cache, text, len, &co, &exec, &from_disk);
+    st = build_program(text, len, &co, k->name, 0, false, &exec, &from_disk);
     if (exec) tpu_pjrt_exec_destroy(exec);
   }
   if (st) {

@@ -168,6 +168,36 @@ void err_shutdown(void) {
  * copy it saves is large (KV caches, parameters, optimizer state). */
 enum { DONATE_MIN_NUMEL = 1 << 16 };
 
+/* tpu_cache_build with one retry when the compile (or load) failed for
+ * lack of host memory -- on the CPU plugin the JIT could not map its code,
+ * usually because the process is near vm.max_map_count: the least recently
+ * used half of the memory tier goes (taking R.lock unless `locked`: no
+ * looked-up program may be running meanwhile), and the build runs again.
+ * A second failure names the program, the cause and the process's maps. */
+tpu_status_t build_program(const char *text, size_t len, const tpu_pjrt_compile_options_t *co, const char *name,
+                           uint64_t key, bool locked, tpu_pjrt_exec_t **out_exec, int *out_from_disk) {
+  tpu_status_t st = tpu_cache_build(R.cache, text, len, co, out_exec, out_from_disk);
+  if (!st || !tpu_cache_failed_for_memory(st)) return st;
+  if (!locked) LOCK();
+  int64_t held = 0, shed = tpu_cache_shed(R.cache, &held);
+  if (!locked) UNLOCK();
+  tpu_status_t again = tpu_cache_build(R.cache, text, len, co, out_exec, out_from_disk);
+  if (!again) {
+    tpu_status_free(st);
+    return NULL;
+  }
+  tpu_status_t named = tpu_status_make(
+      TPU_INTERNAL,
+      "compiling program %s (%016llx) failed for lack of host memory, and again after %lld of the %lld "
+      "programs held in memory were dropped (the process holds %lld memory maps; the program cache's bound is "
+      "TORCH_TPU_CACHE_MAX_MAPS, the system's vm.max_map_count): %s",
+      name && *name ? name : "(unnamed)", (unsigned long long)key, (long long)shed, (long long)held,
+      (long long)tpu_cache_count_maps(), tpu_status_message(again));
+  tpu_status_free(st);
+  tpu_status_free(again);
+  return named;
+}
+
 /* Runs `exec` (the program of `key`) on device dev: inputs[i]'s buffer is
  * argument i (the device's error state one more when nchecks), outs[i]
  * receives result i; input i is donated where alias[i] >= 0.  The outputs
@@ -376,7 +406,7 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
     double t0 = tpu_clock_now();
     int from_disk = 0;
     metrics_build_begin();
-    st = tpu_cache_build(R.cache, text, len, &co, &exec, &from_disk);
+    st = build_program(text, len, &co, metrics_desc_name(desc), key, true, &exec, &from_disk);
     metrics_build_end();
     if (!st) {
       metrics_program_made(key, desc, from_disk ? TPU_PROGRAM_DISK : TPU_PROGRAM_COMPILED, tpu_clock_now() - t0);

@@ -181,7 +181,8 @@ static void *worker(void *arg) {
     int from_disk = 0;
     tpu_pjrt_exec_t *exec = NULL;
     metrics_build_begin();
-    tpu_status_t st = tpu_cache_build(R.cache, j->text, j->len, &j->co, &exec, &from_disk);
+    tpu_status_t st = build_program(j->text, j->len, &j->co, metrics_desc_name(j->desc), j->key, false, &exec,
+                                    &from_disk);
     metrics_build_end();
     double seconds = tpu_clock_now() - t0;
     if (!st) metrics_program_made(j->key, j->desc, from_disk ? TPU_PROGRAM_DISK : TPU_PROGRAM_COMPILED, seconds);

@@ -496,6 +496,7 @@ tpu_program_desc_t *metrics_describe(const tpu_graph_t *g, const int *live_node,
 }
 
 void metrics_desc_free(tpu_program_desc_t *d) { desc_free(d); }
+const char *metrics_desc_name(const tpu_program_desc_t *d) { return d ? d->name : NULL; }
 
 void metrics_program_made(uint64_t key, tpu_program_desc_t *d, tpu_rt_program_source_t source, double seconds) {
   if (dump_dir())

@@ -56,8 +56,12 @@ tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
     UNLOCK();
     return st;
   }
-  tpu_cache_config_t cc = {cfg->cache_dir, cfg->mem_cache_max_entries, cfg->mem_cache_max_bytes,
-                           cfg->disk_cache_max_entries, cfg->disk_cache_max_bytes};
+  tpu_cache_config_t cc = {.dir = cfg->cache_dir,
+                           .mem_max_entries = cfg->mem_cache_max_entries,
+                           .mem_max_bytes = cfg->mem_cache_max_bytes,
+                           .mem_max_maps = cfg->mem_cache_max_maps,
+                           .disk_max_entries = cfg->disk_cache_max_entries,
+                           .disk_max_bytes = cfg->disk_cache_max_bytes};
   st = tpu_cache_create(R.client, &cc, &R.cache);
   if (st) {
     tpu_pjrt_client_destroy(R.client);
@@ -136,6 +140,10 @@ void tpu_rt_stats(tpu_rt_stats_t *out) {
     out->compiles = cs.compiles;
     out->evictions = cs.evictions;
     out->disk_evictions = cs.disk_evictions;
+    out->map_evictions = cs.map_evictions;
+    out->memory_evictions = cs.memory_evictions;
+    out->maps = cs.maps;
+    out->mem_max_maps = cs.mem_max_maps;
     out->compile_seconds = cs.compile_seconds;
     out->mem_entries = cs.mem_entries;
     out->mem_bytes = cs.mem_bytes;

@@ -79,6 +79,7 @@ typedef struct tpu_rt_config {
   const char *cache_dir;          /* NULL or "" = no disk tier */
   int64_t mem_cache_max_entries;  /* 0 = default 4096 */
   int64_t mem_cache_max_bytes;    /* 0 = default 2 GiB */
+  int64_t mem_cache_max_maps;     /* 0 = half of vm.max_map_count, < 0 = no bound (cache.h) */
   int64_t disk_cache_max_entries; /* 0 = no bound on the count */
   int64_t disk_cache_max_bytes;   /* 0 = default 4 GiB */
   int fused_max_nodes;            /* 0 = default 8192 */
@@ -95,6 +96,10 @@ typedef struct tpu_rt_config {
 typedef struct tpu_rt_stats {
   int64_t mem_hits, mem_misses, disk_hits, disk_misses, disk_writes, disk_errors;
   int64_t compiles, evictions, disk_evictions;
+  int64_t map_evictions;    /* of evictions, those for the memory-map bound */
+  int64_t memory_evictions; /* of evictions, those after a compile failed for lack of memory */
+  int64_t maps;             /* the process's memory maps when the cache last counted them */
+  int64_t mem_max_maps;     /* the memory-map bound in force (-1: none) */
   double compile_seconds;
   int64_t mem_entries, mem_bytes, disk_entries, disk_bytes;
   int64_t executions, flushes, ops_recorded;

@@ -175,6 +175,10 @@ tpu_status_t flush_all(tpu_rt_cut_t why);
 /* Runs `exec`, the program of `key`, on dev now: inputs[i]'s buffer is
  * argument i (plus the device's error state when nchecks), outs[i] gets
  * result i (materialised), input i is donated to result alias[i] >= 0. */
+/* tpu_cache_build, retried once after shedding half the memory tier when it
+ * failed for lack of host memory (execute.c); `locked`: R.lock is held. */
+tpu_status_t build_program(const char *text, size_t len, const tpu_pjrt_compile_options_t *co, const char *name,
+                           uint64_t key, bool locked, tpu_pjrt_exec_t **out_exec, int *out_from_disk);
 tpu_status_t run_program(int dev, tpu_pjrt_exec_t *exec, uint64_t key, tpu_rt_cut_t why, tpu_value_t *const *inputs,
                          int ninputs, tpu_value_t *const *outs, int nlive, const int *alias, int nchecks);
 
@@ -245,6 +249,7 @@ typedef enum tpu_metrics_transfer {
 tpu_program_desc_t *metrics_describe(const tpu_graph_t *g, const int *live_node, const int *live_out, int nlive,
                                      int nchecks, const int *alias);
 void metrics_desc_free(tpu_program_desc_t *d);
+const char *metrics_desc_name(const tpu_program_desc_t *d); /* NULL: no description */
 /* A program was compiled (or loaded from the disk tier) under `key`: its
  * record, and its cause if it recompiles an earlier one.  Any thread. */
 void metrics_program_made(uint64_t key, tpu_program_desc_t *d /* moved in */, tpu_rt_program_source_t source,

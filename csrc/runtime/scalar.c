@@ -53,6 +53,9 @@ tpu_status_t scalar_value(const tpu_rt_input_t *in, int device, tpu_value_t **ou
       memcpy(host, &h, 2);
       break;
     }
+    case TPU_F8E5M2: case TPU_F8E4M3FN: case TPU_F8E5M2FNUZ: case TPU_F8E4M3FNUZ:
+      host[0] = tpu_dtype_f8_bits(dt, in->scalar_f);
+      break;
     case TPU_PRED: host[0] = in->scalar_i != 0; break;
     case TPU_S8: case TPU_U8: { int8_t x = (int8_t)in->scalar_i; memcpy(host, &x, 1); break; }
     case TPU_S16: case TPU_U16: { int16_t x = (int16_t)in->scalar_i; memcpy(host, &x, 2); break; }

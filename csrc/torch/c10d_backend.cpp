@@ -68,7 +68,7 @@ tpu_storage_t* view_of(const at::Tensor& t, tpu_view_t* v) {
               TPU_MAX_RANK, ")");
   memset(v, 0, sizeof(*v));
   v->dtype = dtype_code(t.scalar_type());
-  TORCH_CHECK_TYPE(v->dtype != TPU_DTYPE_INVALID, "tpu does not support dtype ", t.scalar_type());
+  TORCH_CHECK_TYPE(v->dtype != TPU_DTYPE_INVALID, "tpu does not support dtype ", dtype_name(t.scalar_type()));
   v->rank = static_cast<int>(t.dim());
   for (int d = 0; d < v->rank; d++) {
     v->sizes[d] = t.size(d);

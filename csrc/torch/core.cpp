@@ -119,9 +119,15 @@ tpu_dtype_t dtype_code(c10::ScalarType t) {
     case c10::ScalarType::BFloat16: return TPU_BF16;
     case c10::ScalarType::ComplexFloat: return TPU_C64;
     case c10::ScalarType::ComplexDouble: return TPU_C128;
+    case c10::ScalarType::Float8_e5m2: return TPU_F8E5M2;
+    case c10::ScalarType::Float8_e4m3fn: return TPU_F8E4M3FN;
+    case c10::ScalarType::Float8_e5m2fnuz: return TPU_F8E5M2FNUZ;
+    case c10::ScalarType::Float8_e4m3fnuz: return TPU_F8E4M3FNUZ;
     default: return TPU_DTYPE_INVALID;
   }
 }
+
+std::string dtype_name(c10::ScalarType t) { return "torch." + std::string(c10::getDtypeNames(t).first); }
 
 c10::ScalarType scalar_type(tpu_dtype_t code) {
   switch (code) {
@@ -140,6 +146,10 @@ c10::ScalarType scalar_type(tpu_dtype_t code) {
     case TPU_BF16: return c10::ScalarType::BFloat16;
     case TPU_C64: return c10::ScalarType::ComplexFloat;
     case TPU_C128: return c10::ScalarType::ComplexDouble;
+    case TPU_F8E5M2: return c10::ScalarType::Float8_e5m2;
+    case TPU_F8E4M3FN: return c10::ScalarType::Float8_e4m3fn;
+    case TPU_F8E5M2FNUZ: return c10::ScalarType::Float8_e5m2fnuz;
+    case TPU_F8E4M3FNUZ: return c10::ScalarType::Float8_e4m3fnuz;
     default: TORCH_CHECK(false, "tpu: no torch dtype for engine dtype ", static_cast<int>(code));
   }
 }

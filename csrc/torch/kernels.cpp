@@ -24,7 +24,7 @@ c10::DeviceIndex device_index_of(std::optional<c10::Device> device) {
 
 tpu_dtype_t checked_dtype(c10::ScalarType t, const char* op) {
   tpu_dtype_t code = dtype_code(t);
-  TORCH_CHECK_TYPE(code != TPU_DTYPE_INVALID, "tpu does not support dtype ", t, " (in ", op, ")");
+  TORCH_CHECK_TYPE(code != TPU_DTYPE_INVALID, "tpu does not support dtype ", dtype_name(t), " (in ", op, ")");
   return code;
 }
 

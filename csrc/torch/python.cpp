@@ -51,7 +51,7 @@ int read_at_tensor(const at::Tensor& t, tpu_rt_input_t* in) {
   }
   tpu_dtype_t code = dtype_code(impl->dtype().toScalarType());
   if (code == TPU_DTYPE_INVALID) {
-    PyErr_Format(PyExc_TypeError, "tpu does not support dtype %s", c10::toString(impl->dtype().toScalarType()));
+    PyErr_Format(PyExc_TypeError, "tpu does not support dtype %s", dtype_name(impl->dtype().toScalarType()).c_str());
     return -1;
   }
   in->storage = s;

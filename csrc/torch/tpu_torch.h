@@ -58,6 +58,7 @@ inline void check(tpu_status_t st) {
 }
 
 tpu_dtype_t dtype_code(c10::ScalarType t);  // TPU_DTYPE_INVALID if unsupported
+std::string dtype_name(c10::ScalarType t);  // as Python prints it: "torch.complex32"
 c10::ScalarType scalar_type(tpu_dtype_t code);
 
 c10::DeviceIndex current_device();

@@ -256,3 +256,49 @@ TT_TEST(runtime_cache_disk_tier_is_bounded_by_bytes) {
   tpu_cache_destroy(cache);
   rm_rf(root);
 }
+
+/* The memory tier is bounded by the process's memory maps (XLA's CPU JIT maps
+ * regions for each loaded program; at vm.max_map_count LLVM aborts): over the
+ * bound the least recently used programs leave memory, their maps are
+ * released, and the process stays near the bound however many it compiles. */
+static int64_t count_maps(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  int64_t n = 0;
+  int ch;
+  while ((ch = fgetc(f)) != EOF) n += ch == '\n';
+  fclose(f);
+  return n;
+}
+
+TT_TEST(runtime_cache_memory_tier_is_bounded_by_maps) {
+  tpu_pjrt_client_t *client = tt_client();
+  if (!client) return;
+  int64_t before = count_maps();
+  if (before < 0) return; /* no /proc: no bound to test */
+  tpu_cache_config_t cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  tpu_cache_t *cache = NULL;
+  /* no bound: 40 programs keep their maps */
+  cfg.mem_max_maps = -1;
+  TT_CHECK_OK(tpu_cache_create(client, &cfg, &cache));
+  if (!cache) return;
+  compile_negates(cache, 301, 40);
+  int64_t grown = count_maps() - before;
+  tpu_cache_stats_t s;
+  tpu_cache_get_stats(cache, &s);
+  TT_CHECK(s.mem_entries == 40 && s.map_evictions == 0 && grown >= 40);
+  tpu_cache_destroy(cache);
+  /* a bound a quarter of the way up: the process stays near it */
+  int64_t base = count_maps();
+  cfg.mem_max_maps = base + grown / 4;
+  TT_CHECK_OK(tpu_cache_create(client, &cfg, &cache));
+  if (!cache) return;
+  compile_negates(cache, 401, 80);
+  tpu_cache_get_stats(cache, &s);
+  int64_t after = count_maps();
+  TT_CHECK(s.map_evictions > 0 && s.evictions == s.map_evictions && s.mem_entries < 40);
+  /* at most a check interval's programs (8) above the bound */
+  TT_CHECK(after <= cfg.mem_max_maps + 8 * (grown / 40 + 1));
+  tpu_cache_destroy(cache);
+}

@@ -36,6 +36,25 @@ CASES = {
         "op": "index_select", "seed": 5, "params": {"dim": 0},
         "inputs": [{"shape": [0], "dtype": "int16", "view": "contig", "kind": "normal"},
                    {"shape": [3], "dtype": "int64", "kind": "index", "high": 1, "low": 0}]},
+    # ... from a 0-sized dim of a tensor of rank > 1: CPU RuntimeError ("self indexing axis dim should be
+    # positive") at once, tpu an IndexError from its device-side check at the next host wait
+    "index_select_from_empty_dim_rank2": {
+        "op": "index_select", "seed": 5, "params": {"dim": 0},
+        "inputs": [{"shape": [0, 3], "dtype": "float32", "view": "contig", "kind": "normal"},
+                   {"shape": [2], "dtype": "int64", "kind": "index", "high": 1, "low": 0}]},
+    # ... out of range from a self of rank > 1 with no elements (a 0 in another dim; seed 7 under ASan):
+    # CPU's path for an empty self raises RuntimeError ("INDICES element is out of DATA bounds"), tpu raised
+    # IndexError
+    "index_select_oob_from_elementless": {
+        "op": "index_select", "seed": 1518914558, "params": {"dim": 2},
+        "inputs": [{"shape": [1, 0, 3], "dtype": "float64", "view": "transpose", "kind": "normal"},
+                   {"shape": [4], "dtype": "int64", "kind": "index", "high": 3, "low": -3}]},
+    # index_put into a 0-sized dim: IndexError on both, now at once on tpu as on CPU (no device check)
+    "index_put_into_empty_dim": {
+        "op": "index_put", "seed": 5, "params": {"dim": 0, "accumulate": False},
+        "inputs": [{"shape": [0, 3], "dtype": "float32", "view": "contig", "kind": "normal"},
+                   {"shape": [2], "dtype": "int64", "kind": "index", "high": 1, "low": 0},
+                   {"shape": [2, 3], "dtype": "float32", "view": "contig", "kind": "normal"}]},
     # index_put with an out-of-range index into a tensor with nothing to visit ([2, 0]): CPU checks indices
     # as it visits elements, so it returns; tpu's device-side check failed and surfaced at a later, unrelated
     # host wait (the fuzzer saw it in the next case, a topk)

@@ -4,7 +4,9 @@ group runs in a child process under a deadline, so an abort, a segfault or a
 hang is a failure that names the case it was running (fuzz_ops.py writes it
 before it runs it); a mismatch is a failure that lists every such case.
 TORCH_TPU_FUZZ_CASES sets the cases per group (80 by default; make
-test-faults' sample), TORCH_TPU_FUZZ_SEED the seed."""
+test-faults' sample), TORCH_TPU_FUZZ_SEED the seed.  `make test-faults-asan`
+runs a share with our code built under AddressSanitizer
+(TORCH_TPU_FUZZ_ASAN=1: the test checks that build is the one loaded)."""
 import json
 import os
 import subprocess
@@ -21,6 +23,20 @@ SEED = int(os.environ.get("TORCH_TPU_FUZZ_SEED", "28"))
 DEADLINE = 300
 
 
+ASAN = os.environ.get("TORCH_TPU_FUZZ_ASAN") == "1"
+if ASAN:
+    DEADLINE *= 3  # our code runs ~2x slower instrumented; XLA's compiles do not
+
+
+@pytest.mark.skipif(not ASAN, reason="the AddressSanitizer run only (make test-faults-asan)")
+def test_asan_build_is_loaded():
+    import torch_tpu
+    so = torch_tpu._C.__file__
+    assert os.sep + "asan" + os.sep in so, f"torch_tpu._C came from {so}, not build/asan"
+    libs = open("/proc/self/maps").read()
+    assert "libasan" in libs, "ASan's runtime is not in the process (LD_PRELOAD)"
+
+
 @pytest.mark.parametrize("group", fuzz_ops.GROUPS)
 def test_fuzzed_ops_match_cpu_or_raise_alike(group, tmp_path):
     out = str(tmp_path / f"{group}.json")
@@ -30,7 +46,9 @@ def test_fuzzed_ops_match_cpu_or_raise_alike(group, tmp_path):
            "--seed", str(SEED), "--out", out]
     try:
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=DEADLINE)
-        rc, tail = r.returncode, (r.stdout + r.stderr)[-3000:]
+        text = r.stdout + r.stderr
+        at = text.find("ERROR: AddressSanitizer")  # the report's head: what, where, which allocation
+        rc, tail = r.returncode, (text[at:at + 6000] if at >= 0 else text[-3000:])
     except subprocess.TimeoutExpired as e:
         rc, tail = "timeout", str(e.stderr or "")[-3000:]
     current = out + ".current"

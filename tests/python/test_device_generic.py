@@ -84,6 +84,15 @@ def _outcome(fn):
     return ("ok", r, resized)
 
 
+def _cpu_sample(sample):
+    """The sample for CPU: its tensors moved, and a factory's device= too
+    (OpInfo's factory samples name the device under test)."""
+    s = sample.transform(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t)
+    if "device" in s.kwargs:
+        s.kwargs = dict(s.kwargs, device="cpu")
+    return s
+
+
 def _tensors(x):
     if isinstance(x, torch.Tensor):
         return [x]
@@ -208,7 +217,7 @@ class TestDeviceGenericOps(TestCase):
             self.assertEqual(out, expected)
             self.assertTrue(r is out, msg=f"{op.name}: out= returns out")
             # out of a wrong shape with elements: resized (with CPU's warning) or the same error type
-            cs = s.transform(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t)
+            cs = _cpu_sample(s)
             shape = (expected.numel() + 3,)
             dev = _outcome(lambda: op(s.input, *s.args, out=torch.empty(shape, device=device, dtype=expected.dtype),
                                       **s.kwargs))
@@ -260,7 +269,7 @@ class TestDeviceGenericOps(TestCase):
     def test_claimed_dtypes_agree_with_cpu(self, device, dtype, op):
         # every dtype OpInfo claims for the device runs, with CPU's result dtype and values
         for s in _samples(op, device, dtype)[:1]:
-            cs = s.transform(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t)
+            cs = _cpu_sample(s)
             ref = op(cs.input, *cs.args, **cs.kwargs)
             actual = op(s.input, *s.args, **s.kwargs)
             for i, (a, r) in enumerate(zip(_tensors(actual), _tensors(ref))):

@@ -56,11 +56,26 @@ class Server:
         with open(self.log_path, errors="replace") as f:
             return "".join(l for l in f.read().splitlines(True) if "is ignored: it is neither" not in l)[-n:]
 
+    def first_failure(self, n=3000):
+        """The log from the first line that reports a failure (a traceback,
+        an error, an abort or an XLA check), n characters: the engine core's
+        root cause, which the API process's traceback at the tail only names."""
+        with open(self.log_path, errors="replace") as f:
+            lines = f.read().splitlines(True)
+        marks = ("Traceback", "Error", "error:", "Aborted", "Check failed", "terminate called", "Fatal")
+        for i, line in enumerate(lines):
+            if any(m in line for m in marks) and "is ignored: it is neither" not in line:
+                return "".join(lines[max(0, i - 5):])[:n]
+        return ""
+
     def wait_ready(self, timeout=900):
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.backend} server exited ({self.proc.returncode}):\n{self.log_tail()}")
+                if not self.log.closed:
+                    self.log.flush()
+                raise RuntimeError(f"{self.backend} server exited ({self.proc.returncode}); first failure in "
+                                   f"{self.log_path}:\n{self.first_failure()}\n...\nlog tail:\n{self.log_tail()}")
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=5) as r:
                     if r.status == 200:

@@ -5,7 +5,7 @@ PyTorch computes the range in (float64 where the platform has it)."""
 import torch
 
 from .. import _C
-from .._dispatch import Unsupported, register, resize_out, run, scalar, supported, write
+from .._dispatch import Unsupported, register, run, scalar, supported, write
 from .._dtypes import dtype_code
 
 
@@ -17,7 +17,7 @@ def _eye(n, m, out):
         raise RuntimeError(f"m must be greater or equal to 0, got {m}")
     supported(out.dtype)
     r = run("eye", [scalar(1, torch.int64)], [dtype_code(out.dtype), n, m], device=out.device.index)[0]
-    resize_out(out, [n, m])
+    out.resize_([n, m])  # CPU's eye_out resizes without resize_output's warning
     return write(out, r)
 
 
@@ -68,8 +68,9 @@ def _space(start, end, steps, out, base=None):
         ins.append(scalar(b, ct))
         ints.append(1)
     r = run("linspace", ins, ints, device=out.device.index)[0]
-    resize_out(out, [steps])
-    return write(out, r)
+    if out.numel() != steps:  # as CPU's linspace_out / logspace_out: no resize_output warning
+        out.resize_([steps])
+    return write(out, r.view(out.shape))  # an out of `steps` elements keeps its shape, as on CPU
 
 
 @register(["aten::linspace.out", "aten::linspace.Tensor_Tensor_out", "aten::linspace.Tensor_Scalar_out",

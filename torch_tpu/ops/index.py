@@ -82,6 +82,21 @@ def index_select(self, dim, index):
     index = _dev(index, self)
     _index_dtype_check(index, "index_select")
     d = _wrap_dim(dim, self.dim())
+    if index.numel() and self.dim() and self.shape[d] == 0:  # no index is in range: CPU says so at once
+        if self.dim() > 1:
+            raise RuntimeError("index_select(): self indexing axis dim should be positive")
+        raise IndexError("index out of range in self")
+    if index.numel() and self.dim() > 1 and self.numel() == 0:
+        # nothing to gather, so no result would ever sync a device check:
+        # CPU's bounds check on the host, at once (one small read)
+        size, flat = self.shape[d], index.cpu().reshape(-1)
+        bad = ((flat < 0) | (flat >= size)).nonzero()
+        if bad.numel():
+            raise RuntimeError(f"index_select(): INDICES element is out of DATA bounds, "
+                               f"id={int(flat[bad[0, 0]])} axis_dim={size}")
+        shape = list(self.shape)
+        shape[d] = index.numel()
+        return torch.empty(shape, dtype=self.dtype, device=self.device)
     out = run("index_select", [self, index], [dim])[0]
     return out.reshape(()) if self.dim() == 0 else out
 
@@ -291,6 +306,15 @@ def _index_of_empty(self, flags, tensors):
     """self has no elements (a gather cannot slice it): the result's shape
     from the meta kernel; an index into a dimension of size 0 is out of
     bounds, as on CPU."""
+    meta = _empty_dim_check(self, flags, tensors)
+    shape = torch.ops.aten.index.Tensor(torch.empty(self.shape, dtype=self.dtype, device="meta"), meta).shape
+    return torch.empty(shape, dtype=self.dtype, device=self.device)
+
+
+def _empty_dim_check(self, flags, tensors):
+    """An index into a dimension of size 0 is out of bounds whatever its
+    value: IndexError at once, as on CPU (no device check, no sync).  The
+    index tensors as meta tensors, None where flags has none."""
     it = iter(tensors)
     meta = [t.to("meta") if f else None for f in flags for t in ([next(it)] if f else [None])]
     d = 0
@@ -298,8 +322,7 @@ def _index_of_empty(self, flags, tensors):
         if f and self.shape[d] == 0 and m.numel() > 0:
             raise IndexError(f"index is out of bounds for dimension {d} with size 0")
         d += 1
-    shape = torch.ops.aten.index.Tensor(torch.empty(self.shape, dtype=self.dtype, device="meta"), meta).shape
-    return torch.empty(shape, dtype=self.dtype, device=self.device)
+    return meta
 
 
 def _mask_fast_path(self, indices, values, accumulate):
@@ -331,6 +354,8 @@ def _index_put(self, indices, values, accumulate):
         values = _dev(values, self)
     if not tensors:
         return torch.broadcast_to(values, self.shape).to(self.dtype).clone()
+    if self.numel() == 0:
+        _empty_dim_check(self, flags, tensors)
     return run("index_put", [self, values] + tensors, [int(bool(accumulate))] + flags)[0]
 
 

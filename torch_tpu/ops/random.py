@@ -2,6 +2,8 @@
 as input 0 and returns the advanced state last; _C.op_random hands them the
 generator passed by the user (or the device's default one) and keeps the
 new state with it (csrc/torch/generator.cpp)."""
+import math
+
 import torch
 
 from .. import _C
@@ -64,6 +66,9 @@ def _sample(rule, like, dtype, extra_inputs, device=0, generator=None):
 @register("uniform_")
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     _gen_check(generator, self)
+    if self.is_complex():  # as on CPU: real and imaginary parts drawn as a real tensor of twice the elements
+        uniform_(torch.view_as_real(self), from_, to, generator=generator)
+        return self
     if not self.dtype.is_floating_point:
         raise NotImplementedError(f"\"check_uniform_bounds\" not implemented for '{self.dtype}'")
     if from_ > to:
@@ -76,6 +81,9 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     _gen_check(generator, self)
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    if self.is_complex():  # as on CPU: both parts real normals of std / sqrt(2) (a circular complex normal)
+        normal_(torch.view_as_real(self), mean, std / math.sqrt(2), generator=generator)
+        return self
     return _write(self, _sample("rng_normal", self, self.dtype, [float(mean), float(std)], _dev(self), generator))
 
 

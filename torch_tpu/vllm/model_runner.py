@@ -32,7 +32,7 @@ logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
 
 MIN_TOKENS = 8
 WARM_PREFIX = "_tpu_warmup_"
-WARMUP_BUDGET_S = "300"  # seconds of warm-up at most, by default
+WARMUP_BUDGET_S = "120"  # seconds of warm-up at most, by default (the shapes left compile when met)
 
 
 def bucket(n, lo, hi):

@@ -114,7 +114,7 @@ class TpuWorker(Worker):
         decode, every token, request, query and context bucket, the logits
         rows and the greedy sampler) so that no request pays for a compile;
         programs already in the engine's disk cache load instead of
-        compiling; it stops after TORCH_TPU_VLLM_WARMUP_S seconds (300 by
+        compiling; it stops after TORCH_TPU_VLLM_WARMUP_S seconds (120 by
         default, smallest buckets first).  TORCH_TPU_VLLM_WARMUP=0 skips it (the first requests
         then compile what they meet).  vLLM's GPU warm-up (CUDA-graph
         capture, Triton/FlashInfer kernels) has nothing to do on tpu."""
