@@ -207,9 +207,12 @@ test-ray: build $(RAY_STAMP)
 # op fuzzing; each test runs its processes under deadlines.  Not in `make
 # test` (it takes minutes): CI runs it when time allows.
 .PHONY: test-faults
+# RESTART_RUNS: killed-and-restarted torchrun runs in a row for each
+# (backend, wrap) of the default-group restart test (issue 41; 20 by hand).
+RESTART_RUNS ?= 1
 test-faults: build
 	$(VPY) -m pip install -q --disable-pip-version-check -r requirements-faults.txt
-	TORCH_TPU_EAGER_MODE=strict $(VPY) -m pytest -q -p no:cacheprovider \
+	TORCH_TPU_EAGER_MODE=strict TORCH_TPU_RESTART_RUNS=$(RESTART_RUNS) $(VPY) -m pytest -q -p no:cacheprovider \
 	  --durations=10 tests/faults
 
 # A share of the op fuzzer under AddressSanitizer (issue 28 item 4): the

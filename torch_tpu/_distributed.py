@@ -117,6 +117,7 @@ def register():
         Backend.register_backend(name, _create_backend, extended_api=True, devices=["tpu", "cpu"])
     _default_config_adds_cpu()
     _set_pg_timeout_knows_tpu_dist()
+    _rendezvous_per_attempt()
 
 
 def _default_config_adds_cpu():
@@ -140,6 +141,49 @@ def _default_config_adds_cpu():
 
     __init__._tpu_adds_cpu = True
     cls.__init__ = __init__
+
+
+def _attempt_store(store):
+    """The store of this torchrun attempt: torchrun's static rendezvous (and
+    the agent's store under c10d rendezvous) keeps one store across restarts,
+    so a restarted attempt read the dead attempt's keys -- PyTorch's gloo
+    group for cpu tensors connected to the dead ranks' addresses
+    ("connectFullMesh failed ... Connection refused") or waited in
+    Pair::waitUntilConnected past the group's timeout.  Every key of an
+    attempt goes under its own prefix instead.  Only where one agent starts
+    every rank (GROUP_WORLD_SIZE 1: torchrun on one node): agents on
+    several nodes can count restarts differently, and there PyTorch's own
+    behaviour stays."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt is None or os.environ.get("GROUP_WORLD_SIZE", "1") != "1":
+        return store
+    from torch.distributed import PrefixStore
+
+    return PrefixStore(f"torch_tpu_attempt/{attempt}/", store)
+
+
+def _rendezvous_per_attempt():
+    """init_process_group's env:// and tcp:// rendezvous yield the attempt's
+    store (_attempt_store): every group of the attempt -- gloo for cpu
+    tensors, tpu_dist, any other backend -- forms afresh after a restart."""
+    import importlib
+
+    # (torch.distributed.rendezvous, the name, is the function)
+    rdzv = importlib.import_module("torch.distributed.rendezvous")
+    handlers = getattr(rdzv, "_rendezvous_handlers", None)
+    if handlers is None:
+        return
+    for scheme in ("env", "tcp"):
+        handler = handlers.get(scheme)
+        if handler is None or getattr(handler, "_tpu_per_attempt", False):
+            continue
+
+        def per_attempt(url, _handler=handler, **kwargs):
+            for store, rank, world_size in _handler(url, **kwargs):
+                yield _attempt_store(store), rank, world_size
+
+        per_attempt._tpu_per_attempt = True
+        handlers[scheme] = per_attempt
 
 
 def _tpu_dist_backends(group):

@@ -2,8 +2,12 @@
 `torchrun --max-restarts 1 --nproc-per-node 2`:
 
     elastic_train.py --work DIR --steps 9 --every 3 [--kill-step 7 --kill-rank 1]
+                     [--backend B] [--wrap fsdp|ddp]
 
-FSDP2 over tpu_dist with Adam; every `--every` steps a distributed
+FSDP2 (or DDP) with Adam over the group init_process_group(B) makes:
+"tpu_dist" by default, "" for no backend named (the README's recipe: tpu
+tensors to tpu_dist, cpu tensors -- DCP's metadata, barriers -- to
+PyTorch's gloo), or a "cpu:gloo,tpu:tpu_dist" string; every `--every` steps a distributed
 checkpoint (torch.distributed.checkpoint: the sharded model and optimizer
 state, and the step) goes to DIR/ckpt/step_N, and DIR/latest names it (rank 0
 writes it after the save's barrier, by rename).  A start resumes from
@@ -45,18 +49,27 @@ def main():
     ap.add_argument("--every", type=int, default=3)
     ap.add_argument("--kill-step", type=int, default=-1)
     ap.add_argument("--kill-rank", type=int, default=1)
+    ap.add_argument("--backend", default="tpu_dist")
+    ap.add_argument("--wrap", choices=["fsdp", "ddp"], default="fsdp")
     a = ap.parse_args()
     rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     torch.tpu.set_device(local)
     dev = torch.device("tpu", local)
-    dist.init_process_group("tpu_dist", timeout=datetime.timedelta(seconds=30))
+    timeout = datetime.timedelta(seconds=30)
+    if a.backend:
+        dist.init_process_group(a.backend, timeout=timeout)
+    else:
+        dist.init_process_group(timeout=timeout)
 
     torch.manual_seed(0)
     model = Stack().to(dev)
-    for l in model.layers:
-        fully_shard(l)
-    fully_shard(model)
+    if a.wrap == "fsdp":
+        for l in model.layers:
+            fully_shard(l)
+        fully_shard(model)
+    else:
+        model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 
     start = 0
@@ -96,8 +109,9 @@ def main():
                 os.replace(latest + ".tmp", latest)
             dist.barrier()
 
+    inner = model.module if a.wrap == "ddp" else model
     full = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().cpu().clone()
-            for k, v in model.state_dict().items()}
+            for k, v in inner.state_dict().items()}
     if rank == 0:
         torch.save(full, os.path.join(a.work, "final.pt"))
     dist.barrier()

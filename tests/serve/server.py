@@ -62,9 +62,13 @@ class Server:
         root cause, which the API process's traceback at the tail only names."""
         with open(self.log_path, errors="replace") as f:
             lines = f.read().splitlines(True)
-        marks = ("Traceback", "Error", "error:", "Aborted", "Check failed", "terminate called", "Fatal")
+        marks = ("Traceback", "ERROR", "Error:", "error:", "Aborted", "Check failed", "terminate called", "Fatal",
+                 "Cannot allocate memory")
         for i, line in enumerate(lines):
-            if any(m in line for m in marks) and "is ignored: it is neither" not in line:
+            # (vLLM's warnings name errors they only foresee: "fd limit errors like `OSError`")
+            if " WARNING " in line or "is ignored: it is neither" in line:
+                continue
+            if any(m in line for m in marks):
                 return "".join(lines[max(0, i - 5):])[:n]
         return ""
 
@@ -74,8 +78,15 @@ class Server:
             if self.proc.poll() is not None:
                 if not self.log.closed:
                     self.log.flush()
-                raise RuntimeError(f"{self.backend} server exited ({self.proc.returncode}); first failure in "
-                                   f"{self.log_path}:\n{self.first_failure()}\n...\nlog tail:\n{self.log_tail()}")
+                tail = self.log_tail()
+                killed = ""
+                if "'EngineCore': -9" in tail:  # SIGKILL: the kernel's OOM killer, most often
+                    with open("/proc/meminfo") as f:
+                        avail = next((l.split()[1] for l in f if l.startswith("MemAvailable:")), "?")
+                    killed = (f"the engine core was killed by SIGKILL (the OOM killer when memory runs out; "
+                              f"MemAvailable now {avail} kB)\n")
+                raise RuntimeError(f"{self.backend} server exited ({self.proc.returncode}); {killed}first failure "
+                                   f"in {self.log_path}:\n{self.first_failure()}\n...\nlog tail:\n{tail}")
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=5) as r:
                     if r.status == 200:
