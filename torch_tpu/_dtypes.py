@@ -22,7 +22,8 @@ _NAMES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half"
           torch.int64: "Long", torch.int32: "Int", torch.int16: "Short", torch.int8: "Char",
           torch.uint8: "Byte", torch.bool: "Bool", torch.float8_e5m2: "Float8_e5m2",
           torch.float8_e4m3fn: "Float8_e4m3fn", torch.float8_e5m2fnuz: "Float8_e5m2fnuz",
-          torch.float8_e4m3fnuz: "Float8_e4m3fnuz"}
+          torch.float8_e4m3fnuz: "Float8_e4m3fnuz", torch.complex64: "ComplexFloat",
+          torch.complex128: "ComplexDouble", torch.complex32: "ComplexHalf"}
 
 HALF = (torch.float16, torch.bfloat16)
 # the 8-bit floats compute in float32 as well (as on CPU)

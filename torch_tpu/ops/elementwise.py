@@ -13,6 +13,7 @@ registered kernel runs it, and the foreach kernels run the Calls of a whole
 list in one node.
 """
 import functools
+import math
 
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
@@ -230,6 +231,28 @@ def _broadcast_check(a, b):
         if a[-i] != b[-i] and a[-i] != 1 and b[-i] != 1:
             raise RuntimeError(f"The size of tensor a ({a[-i]}) must match the size of tensor b ({b[-i]}) at "
                                f"non-singleton dimension {max(len(a), len(b)) - i}")
+
+
+def _copysign(self, other):
+    """|self| with the sign of other (its sign bit: -0.0 counts as
+    negative), in the float result dtype: abs, signbit and where."""
+    dt = torch.result_type(self, other)
+    if dt.is_complex:
+        raise NotImplementedError(f"\"copysign_cpu\" not implemented for '{scalar_type_name(dt)}'")
+    dt = float_dtype(supported(dt))
+    if isinstance(other, torch.Tensor):
+        _broadcast_check(list(self.shape), list(other.shape))
+        negative = torch.signbit(other)
+    else:
+        negative = math.copysign(1.0, float(other)) < 0
+    mag = torch.abs(self.to(dt))
+    if isinstance(negative, bool):
+        return mag.neg_() if negative else mag
+    return torch.where(negative, -mag, mag)
+
+
+register("copysign.Tensor", out="copysign.out", inplace="copysign_.Tensor")(_copysign)
+register("copysign.Scalar", out="copysign.Scalar_out", inplace="copysign_.Scalar")(_copysign)
 
 
 _BITWISE_CPU_NAME = {"bitwise_left_shift": "lshift", "bitwise_right_shift": "rshift"}

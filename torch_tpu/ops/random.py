@@ -9,6 +9,7 @@ import torch
 from .. import _C
 from .._dispatch import NotTpuError, Unsupported, _fix_inputs, register, run, write, write_out
 from .._dtypes import dtype_code
+from .elementwise import _broadcast_check
 
 
 def _shape_attrs(t_or_shape, dtype):
@@ -109,6 +110,143 @@ def exponential_(self, lambd=1.0, *, generator=None):
     u = _sample("rng_uniform", self, work, [0.0, 1.0], _dev(self), generator)
     x = torch.log1p(-u).neg_().div_(float(lambd)).to(self.dtype)
     return write(self, x.clamp_min_(torch.finfo(self.dtype).eps / 2))
+
+
+# c10's names of the integer dtypes in the continuous distributions' errors
+_CPP_NAMES = {torch.bool: "bool", torch.uint8: "unsigned char", torch.int8: "signed char", torch.int16: "short int",
+              torch.int32: "int", torch.int64: "long int"}
+
+
+def _uniform(self, generator):
+    """A uniform draw in [0, 1) of self's shape, in float32 (float64 for a
+    float64 self): the source of the distributions below."""
+    work = torch.float64 if self.dtype == torch.float64 else torch.float32
+    return _sample("rng_uniform", self, work, [0.0, 1.0], _dev(self), generator)
+
+
+def _flat(fn, self, *args, generator=None):
+    """fn on self's flat view when self's rank passes the engine's (8)."""
+    if self.dim() > _MAX_RANK and self.is_contiguous():
+        fn(self.view(-1), *args, generator=generator)
+        return self
+    return None
+
+
+@register("cauchy_")
+def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+    """median + sigma * tan(pi * (u - 1/2)), CPU's and CUDA's transformation."""
+    _gen_check(generator, self)
+    if not self.dtype.is_floating_point:
+        raise RuntimeError("Cauchy distribution is a continuous probability distribution. dtype must be a floating "
+                           f"point but you specified {_CPP_NAMES.get(self.dtype, self.dtype)}")
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma:g}")
+    if _flat(cauchy_, self, median, sigma, generator=generator) is not None:
+        return self
+    u = _uniform(self, generator)
+    return write(self, torch.tan((u - 0.5) * math.pi).mul_(float(sigma)).add_(float(median)).to(self.dtype))
+
+
+@register("log_normal_")
+def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+    """exp of a normal draw of (mean, std)."""
+    _gen_check(generator, self)
+    if not self.dtype.is_floating_point:
+        name = _SCALAR_NAMES.get(self.dtype, self.dtype)
+        raise NotImplementedError(f"\"log_normal_cpu\" not implemented for '{name}'")
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
+    if _flat(log_normal_, self, mean, std, generator=generator) is not None:
+        return self
+    work = torch.float64 if self.dtype == torch.float64 else torch.float32
+    x = _sample("rng_normal", self, work, [float(mean), float(std)], _dev(self), generator)
+    return write(self, torch.exp(x).to(self.dtype))
+
+
+@register("geometric_")
+def geometric_(self, p, *, generator=None):
+    """ceil(log(u) / log1p(-p)) for u in (0, 1] (CUDA's transformation), in
+    self's dtype: floats and integers, not bool (as on CPU)."""
+    _gen_check(generator, self)
+    if self.dtype == torch.bool or self.is_complex():
+        name = _SCALAR_NAMES.get(self.dtype, self.dtype)
+        raise NotImplementedError(f"\"geometric_cpu\" not implemented for '{name}'")
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
+    if _flat(geometric_, self, p, generator=generator) is not None:
+        return self
+    u = _uniform(self, generator)
+    x = torch.ceil(torch.log1p(-u).div_(math.log1p(-p)))  # 1 - u is in (0, 1]
+    return write(self, x.to(self.dtype))
+
+
+def _normal_tensor(mean, std, generator, out=None):
+    """normal(mean, std) with a tensor mean and/or std: mean + std * N(0, 1)
+    over their broadcast shape.  A negative std raises as on CPU (and CUDA),
+    which reads the tensor: one host wait."""
+    t = mean if isinstance(mean, torch.Tensor) else std
+    _gen_check(generator, t)
+    dtype = t.dtype  # mean's when a tensor (CPU's), else std's
+    if not dtype.is_floating_point:
+        raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{_SCALAR_NAMES.get(dtype, dtype)}'")
+    if isinstance(std, torch.Tensor):
+        if std.dim() > _MAX_RANK and not std.is_contiguous():
+            raise Unsupported()
+        flat_std = std.reshape(-1) if std.dim() > _MAX_RANK else std
+        if std.numel() and bool((flat_std < 0).any()):
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+    elif std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    # the broadcast shape, with CPU's error for shapes that do not broadcast
+    shape = t.shape
+    if isinstance(mean, torch.Tensor) and isinstance(std, torch.Tensor):
+        _broadcast_check(list(mean.shape), list(std.shape))
+        shape = torch.broadcast_shapes(mean.shape, std.shape)
+    z = torch.empty(shape, dtype=dtype, device=t.device)
+    normal_(z, 0.0, 1.0, generator=generator)
+    if z.dim() > _MAX_RANK:  # the engine's ranks stop at 8: full-shape contiguous operands through flat views
+        ops = [x for x in (mean, std) if isinstance(x, torch.Tensor)]
+        if not all(x.shape == z.shape and x.is_contiguous() for x in ops):
+            raise Unsupported()
+        flat = [x.view(-1) if isinstance(x, torch.Tensor) else x for x in (mean, std)]
+        res = z.view(-1).mul_(flat[1]).add_(flat[0]).view(z.shape)
+    else:
+        res = z.mul_(std).add_(mean)
+    if out is None:
+        return res
+    if out.shape != res.shape:
+        out.resize_(res.shape)
+    return out.copy_(res)
+
+
+@register("normal.Tensor_Tensor")
+def normal_tensor_tensor(mean, std, *, generator=None):
+    return _normal_tensor(mean, std, generator)
+
+
+@register("normal.Tensor_float")
+def normal_tensor_float(mean, std=1.0, *, generator=None):
+    return _normal_tensor(mean, float(std), generator)
+
+
+@register("normal.float_Tensor")
+def normal_float_tensor(mean, std, *, generator=None):
+    return _normal_tensor(float(mean), std, generator)
+
+
+@register("normal.Tensor_Tensor_out")
+def normal_tensor_tensor_out(mean, std, *, generator=None, out):
+    return _normal_tensor(mean, std, generator, out)
+
+
+@register("normal.Tensor_float_out")
+def normal_tensor_float_out(mean, std=1.0, *, generator=None, out):
+    return _normal_tensor(mean, float(std), generator, out)
+
+
+@register("normal.float_Tensor_out")
+def normal_float_tensor_out(mean, std, *, generator=None, out):
+    return _normal_tensor(float(mean), std, generator, out)
 
 
 @register("random_.from")

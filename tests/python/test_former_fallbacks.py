@@ -1,0 +1,185 @@
+"""Ops that went through the CPU fallback (issue 42: a host round trip per
+call on a TPU) and run on tpu now: cauchy_, log_normal_, geometric_,
+normal with tensor mean/std, copysign.  The draws come from the device's
+generator, so they are compared with CPU's in distribution (quantiles,
+moments and frequencies of 200,000 draws), not element by element;
+copysign's values, dtypes, gradients and every error are CPU's."""
+import math
+
+import pytest
+import torch
+
+import torch_tpu
+
+N = 200_000
+
+
+def _no_fallback(fn):
+    before = torch_tpu.fallback_counts()
+    out = fn()
+    after = torch_tpu.fallback_counts()
+    assert after == before, {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    return out
+
+
+def _quantiles(x, qs=(0.1, 0.25, 0.5, 0.75, 0.9)):
+    x = x.double().sort().values
+    return torch.tensor([x[int(q * (len(x) - 1))].item() for q in qs], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cauchy_matches_cpu_in_distribution(dtype):
+    torch.manual_seed(0)
+    t = _no_fallback(lambda: torch.empty(N, device="tpu", dtype=dtype).cauchy_(1.5, 0.5)).cpu()
+    c = torch.empty(N, dtype=dtype).cauchy_(1.5, 0.5)
+    assert t.dtype == c.dtype
+    # quantiles of Cauchy(1.5, 0.5): 1.5 + 0.5 tan(pi (q - 1/2))
+    want = torch.tensor([1.5 + 0.5 * math.tan(math.pi * (q - 0.5)) for q in (0.1, 0.25, 0.5, 0.75, 0.9)],
+                        dtype=torch.float64)
+    assert torch.allclose(_quantiles(t), want, atol=0.03), (_quantiles(t), want)
+    assert torch.allclose(_quantiles(c), want, atol=0.03)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_log_normal_matches_cpu_in_distribution(dtype):
+    torch.manual_seed(0)
+    t = _no_fallback(lambda: torch.empty(N, device="tpu", dtype=dtype).log_normal_(0.5, 0.25)).cpu()
+    c = torch.empty(N, dtype=dtype).log_normal_(0.5, 0.25)
+    assert t.dtype == c.dtype and bool((t > 0).all())
+    lt, lc = t.double().log(), c.double().log()
+    tol = 0.01 if dtype in (torch.float32, torch.float64) else 0.02
+    assert abs(lt.mean().item() - 0.5) < tol and abs(lc.mean().item() - 0.5) < tol
+    assert abs(lt.std().item() - 0.25) < tol and abs(lc.std().item() - 0.25) < tol
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.int32, torch.uint8, torch.float64])
+def test_geometric_matches_cpu_in_distribution(dtype):
+    p = 0.3
+    torch.manual_seed(0)
+    t = _no_fallback(lambda: torch.empty(N, device="tpu", dtype=dtype).geometric_(p)).cpu()
+    c = torch.empty(N, dtype=dtype).geometric_(p)
+    assert t.dtype == c.dtype
+    # P(X = k) = (1 - p)^(k - 1) p, k >= 1: mean 1/p
+    assert t.min().item() >= 0 and abs(t.double().mean().item() - 1 / p) < 0.05
+    assert abs(c.double().mean().item() - 1 / p) < 0.05
+    for k in (1, 2, 3):
+        want = (1 - p) ** (k - 1) * p
+        assert abs((t == k).double().mean().item() - want) < 0.005, k
+
+
+@pytest.mark.parametrize("kind", ["tensor_tensor", "tensor_float", "float_tensor"])
+def test_normal_with_tensor_mean_or_std(kind):
+    mean = torch.arange(4.0).repeat(N // 4)
+    std = torch.full((N,), 0.5)
+    args = {"tensor_tensor": (mean, std), "tensor_float": (mean, 0.5), "float_tensor": (2.0, std)}[kind]
+    targs = tuple(a.to("tpu") if isinstance(a, torch.Tensor) else a for a in args)
+    t = _no_fallback(lambda: torch.normal(*targs)).cpu()
+    c = torch.normal(*args)
+    assert t.shape == c.shape and t.dtype == c.dtype
+    m = mean if kind != "float_tensor" else torch.full((N,), 2.0)
+    z = (t - m) / 0.5
+    assert abs(z.mean().item()) < 0.01 and abs(z.std().item() - 1) < 0.01
+    # out=
+    out = torch.empty(0, device="tpu")
+    torch.normal(*targs, out=out)
+    assert out.shape == c.shape
+
+
+def test_normal_broadcasts_and_keeps_mean_dtype_like_cpu():
+    for mdt, sdt in ((torch.float16, torch.float32), (torch.float32, torch.float64), (torch.float64, torch.float32)):
+        m, s = torch.zeros(1, 3, dtype=mdt), torch.ones(2, 1, dtype=sdt)
+        c = torch.normal(m, s)
+        t = torch.normal(m.to("tpu"), s.to("tpu"))
+        assert t.shape == c.shape and t.dtype == c.dtype, (mdt, sdt)
+
+
+def test_seeds_and_generators_reproduce_and_high_rank():
+    shape = (2, 1, 3, 1, 2, 1, 1, 2, 1, 2)
+    for fn in (lambda g: torch.empty(shape, device="tpu").cauchy_(generator=g),
+               lambda g: torch.empty(shape, device="tpu").log_normal_(generator=g),
+               lambda g: torch.empty(shape, device="tpu", dtype=torch.int64).geometric_(0.5, generator=g),
+               lambda g: torch.normal(torch.zeros(shape, device="tpu"), torch.ones(shape, device="tpu"), generator=g)):
+        a = fn(torch.Generator(device="tpu").manual_seed(7)).cpu()
+        b = fn(torch.Generator(device="tpu").manual_seed(7)).cpu()
+        d = fn(torch.Generator(device="tpu").manual_seed(8)).cpu()
+        assert a.shape == torch.Size(shape) and torch.equal(a, b) and not torch.equal(a, d)
+
+
+ERRORS = [
+    lambda d: torch.empty(3, device=d).cauchy_(0, 0),
+    lambda d: torch.empty(3, device=d).cauchy_(0, -1.5),
+    lambda d: torch.empty(3, device=d, dtype=torch.long).cauchy_(),
+    lambda d: torch.empty(3, device=d, dtype=torch.int32).cauchy_(),
+    lambda d: torch.empty(3, device=d).geometric_(0),
+    lambda d: torch.empty(3, device=d).geometric_(1.0),
+    lambda d: torch.empty(3, device=d, dtype=torch.bool).geometric_(0.5),
+    lambda d: torch.empty(3, device=d).log_normal_(1, 0),
+    lambda d: torch.empty(3, device=d, dtype=torch.long).log_normal_(),
+    lambda d: torch.normal(torch.zeros(3, device=d), -torch.ones(3, device=d)),
+    lambda d: torch.normal(torch.zeros(3, device=d), torch.ones(2, device=d)),
+    lambda d: torch.normal(torch.zeros(3, device=d), -1.0),
+    lambda d: torch.normal(0.0, -torch.ones(3, device=d)),
+    lambda d: torch.normal(torch.zeros(3, device=d, dtype=torch.long), torch.ones(3, device=d)),
+]
+
+
+@pytest.mark.parametrize("i", range(len(ERRORS)))
+def test_errors_are_cpus(i):
+    with pytest.raises(Exception) as cpu:
+        ERRORS[i]("cpu")
+    with pytest.raises(Exception) as tpu:
+        ERRORS[i]("tpu")
+    assert type(tpu.value) is type(cpu.value)
+    assert str(tpu.value) == str(cpu.value)
+
+
+COPYSIGN = [
+    (lambda d: torch.tensor([1.5, -2.0, 0.0, -0.0, float("inf"), 3.0], device=d),
+     lambda d: torch.tensor([-1.0, 2.0, -0.0, 0.0, -3.0, float("-nan")], device=d)),
+    (lambda d: torch.tensor([1, -2, 3], device=d), lambda d: torch.tensor([-1, 1, -1], device=d)),
+    (lambda d: torch.tensor([True, False], device=d), lambda d: -1),
+    (lambda d: torch.tensor([1.0, -2.0], device=d), lambda d: -0.0),
+    (lambda d: torch.tensor([1.0, -2.0], device=d, dtype=torch.float16), lambda d: torch.tensor([-1.0], device=d)),
+    (lambda d: torch.tensor([[1.0], [2.0]], device=d, dtype=torch.bfloat16),
+     lambda d: torch.tensor([-1.0, 1.0, -1.0], device=d, dtype=torch.float64)),
+]
+
+
+@pytest.mark.parametrize("i", range(len(COPYSIGN)))
+def test_copysign_equals_cpu(i):
+    a, b = COPYSIGN[i]
+    want = torch.copysign(a("cpu"), b("cpu"))
+    got = _no_fallback(lambda: torch.copysign(a("tpu"), b("tpu")))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(got.cpu(), want) and torch.equal(torch.signbit(got.cpu()), torch.signbit(want))
+
+
+def test_copysign_inplace_out_and_grad():
+    x, s = torch.tensor([1.0, -2.0, 3.0]), torch.tensor([-1.0, -1.0, 1.0])
+    t = x.to("tpu")
+    t.copysign_(s.to("tpu"))
+    assert torch.equal(t.cpu(), x.clone().copysign_(s))
+    out = torch.empty(3, device="tpu")
+    torch.copysign(x.to("tpu"), s.to("tpu"), out=out)
+    assert torch.equal(out.cpu(), torch.copysign(x, s))
+    xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    torch.copysign(xc, s).sum().backward()
+    torch.copysign(xt, s.to("tpu")).sum().backward()
+    assert torch.equal(xt.grad.cpu(), xc.grad)
+
+
+COPYSIGN_ERRORS = [
+    lambda d: torch.copysign(torch.ones(2, device=d), torch.ones(3, device=d)),
+    lambda d: torch.copysign(torch.ones(2, device=d, dtype=torch.cfloat), torch.ones(2, device=d)),
+    lambda d: torch.ones(2, device=d, dtype=torch.long).copysign_(torch.ones(2, device=d)),
+]
+
+
+@pytest.mark.parametrize("i", range(len(COPYSIGN_ERRORS)))
+def test_copysign_errors_are_cpus(i):
+    with pytest.raises(Exception) as cpu:
+        COPYSIGN_ERRORS[i]("cpu")
+    with pytest.raises(Exception) as tpu:
+        COPYSIGN_ERRORS[i]("tpu")
+    assert type(tpu.value) is type(cpu.value)
+    assert str(cpu.value) in str(tpu.value)
