@@ -172,13 +172,13 @@ void loop_free(tpu_graph_t *g);
 /* Runs g as one program; `why` is what cut it there (metrics.h). */
 tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why);
 tpu_status_t flush_all(tpu_rt_cut_t why);
-/* Runs `exec`, the program of `key`, on dev now: inputs[i]'s buffer is
- * argument i (plus the device's error state when nchecks), outs[i] gets
- * result i (materialised), input i is donated to result alias[i] >= 0. */
 /* tpu_cache_build, retried once after shedding half the memory tier when it
  * failed for lack of host memory (execute.c); `locked`: R.lock is held. */
 tpu_status_t build_program(const char *text, size_t len, const tpu_pjrt_compile_options_t *co, const char *name,
                            uint64_t key, bool locked, tpu_pjrt_exec_t **out_exec, int *out_from_disk);
+/* Runs `exec`, the program of `key`, on dev now: inputs[i]'s buffer is
+ * argument i (plus the device's error state when nchecks), outs[i] gets
+ * result i (materialised), input i is donated to result alias[i] >= 0. */
 tpu_status_t run_program(int dev, tpu_pjrt_exec_t *exec, uint64_t key, tpu_rt_cut_t why, tpu_value_t *const *inputs,
                          int ninputs, tpu_value_t *const *outs, int nlive, const int *alias, int nchecks);
 
