@@ -537,7 +537,8 @@ void metrics_program_made(uint64_t key, tpu_program_desc_t *d, tpu_rt_program_so
     r->info.seconds += seconds;
   }
   if (d && d->has_graph) {
-    char text[256];
+    /* room for the "; ..." suffix in info.cause */
+    char text[sizeof(((tpu_rt_program_info_t *)0)->cause) - sizeof("; ...") + 1];
     diff_t df = {text, sizeof(text), 0, 0, 0, 0};
     text[0] = 0;
     if (find_cause(d, &df)) {
