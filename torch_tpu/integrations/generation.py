@@ -8,11 +8,17 @@ new length is a new program.  On tpu, therefore:
 - a DynamicCache's layers (`DynamicLayer`) keep their keys and values in a
   buffer of a bucketed length (torch_tpu/_growing.py: a power of two, at
   least 64; `generate` sizes the first one for its max_length, up to
-  KV_HINT_CAP positions) and return the whole buffer.  The mask is made
-  for the bucket (`get_mask_sizes` answers the bucket's length): positions
-  not written yet lie after the query's, so the causal mask hides them, as
-  a StaticCache's are hidden.  A step writes its keys at a position that is
-  a runtime value of the program;
+  KV_HINT_CAP positions); `update` returns the whole buffer to the
+  attention.  The mask is made for the bucket (`get_mask_sizes` answers the
+  bucket's length): positions not written yet lie after the query's, so the
+  causal mask hides them, as a StaticCache's are hidden.  A step writes its
+  keys at a position that is a runtime value of the program;
+- the bucket stays inside: a layer's `keys` / `values` are the valid
+  positions (views of the buffer, CPU's shapes), and the cache `generate`
+  returns or filled holds plain DynamicLayers again (CPU's types, not
+  compileable).  A forward that needs the true length leaves the bucket
+  first (`disarm`): attention weights collected for the caller
+  (`output_attentions`), a caller's 4D mask made for the true length;
 - `generate`'s sampling loop (GenerationMixin._sample: greedy and sampling)
   keeps its token ids, attention mask and position ids as GrowingTensors
   (bucketed buffers that look like the valid part); what the loop does with
@@ -54,9 +60,32 @@ def _make_layer_class(cache_utils):
 
     class TpuBucketedLayer(base):
         """A DynamicLayer whose keys and values live in a bucketed buffer (see
-        the module's docstring).  `keys` / `values` are the whole buffer."""
+        the module's docstring).  `update` returns the whole buffer (the
+        attention runs on the bucket, the mask hides the rest); `keys` /
+        `values`, what everyone else reads, are the valid positions, views
+        of the buffer, shaped as a DynamicLayer's on CPU."""
 
         is_compileable = True  # static shapes per bucket: masks are made for the bucket
+
+        # `keys` / `values`: the valid part once initialized; before that what
+        # DynamicLayer's __init__ stored (None)
+        @property
+        def keys(self):
+            k = self.__dict__.get("_k")
+            return k.valid() if k is not None else self.__dict__.get("_keys")
+
+        @keys.setter
+        def keys(self, t):
+            self.__dict__["_keys"] = t
+
+        @property
+        def values(self):
+            v = self.__dict__.get("_v")
+            return v.valid() if v is not None else self.__dict__.get("_values")
+
+        @values.setter
+        def values(self, t):
+            self.__dict__["_values"] = t
 
         def _capacity_for(self, n):
             hint = getattr(_local, "kv_hint", 0)
@@ -69,7 +98,6 @@ def _make_layer_class(cache_utils):
             hint = getattr(_local, "kv_hint", 0)
             self._k = GrowingBuffer.empty_like(key_states, -2, hint)
             self._v = GrowingBuffer.empty_like(value_states, -2, hint)
-            self.keys, self.values = self._k.data, self._v.data
             self.is_initialized = True
 
         def update(self, key_states, value_states, *args, **kwargs):
@@ -77,8 +105,7 @@ def _make_layer_class(cache_utils):
                 self.lazy_initialization(key_states, value_states)
             self._k.append(key_states)
             self._v.append(value_states)
-            self.keys, self.values = self._k.data, self._v.data
-            return self.keys, self.values
+            return self._k.data, self._v.data
 
         def get_mask_sizes(self, query_length, *args):
             length = self.get_seq_length() + query_length
@@ -111,7 +138,6 @@ def _make_layer_class(cache_utils):
             if self.is_initialized:
                 self._k.data = fn(self._k.data)
                 self._v.data = fn(self._v.data)
-                self.keys, self.values = self._k.data, self._v.data
 
         def batch_repeat_interleave(self, repeats):
             self._map(lambda t: t.repeat_interleave(repeats, dim=0))
@@ -137,11 +163,14 @@ _layer_class = None
 
 
 def arm(cache):
-    """Makes the plain DynamicLayers of `cache` that hold nothing yet
-    bucketed (the cache is about to be used on tpu)."""
+    """Makes the plain DynamicLayers of `cache` bucketed (the cache is about
+    to be used on tpu); a layer that holds positions already (a cache
+    `generate` returned and the user passes back) copies them into its
+    bucket."""
     if _layer_class is None or not enabled():
         return
     import transformers.cache_utils as cu
+    from .._growing import GrowingBuffer
     layers = getattr(cache, "layers", None)
     if layers is None:
         return
@@ -150,8 +179,62 @@ def arm(cache):
         if not layers:  # layers come with the first update: make layer 0 now, so its mask size is the bucket's
             layers.append(_layer_class())
     for layer in layers:
-        if type(layer) is cu.DynamicLayer and not layer.is_initialized:
+        if type(layer) is not cu.DynamicLayer:
+            continue
+        if not layer.is_initialized:
             layer.__class__ = _layer_class
+        elif _on_tpu(layer.keys) and layer.keys.dim() == 4 and layer.keys.shape[-2] > 0:
+            keys, values = layer.keys, layer.values
+            layer.__class__ = _layer_class
+            layer.keys = layer.values = None
+            layer._k = GrowingBuffer.empty_like(keys, -2)
+            layer._v = GrowingBuffer.empty_like(values, -2)
+            layer._k.append(keys)
+            layer._v.append(values)
+
+
+def disarm(cache):
+    """Makes the bucketed layers of `cache` plain DynamicLayers again, each
+    holding its valid positions (a view of the bucket): what CPU's cache
+    holds, for code that needs the true length (attention weights a user
+    asked for, a 4D mask of the true length) and for the cache `generate`
+    hands back."""
+    if _layer_class is None:
+        return
+    import transformers.cache_utils as cu
+    for c in (cache, getattr(cache, "self_attention_cache", None)):
+        layers = getattr(c, "layers", None)
+        if layers is None:
+            continue
+        if getattr(c, "layer_class_to_replicate", None) is _layer_class:
+            c.layer_class_to_replicate = cu.DynamicLayer
+        for layer in layers:
+            if type(layer) is not _layer_class:
+                continue
+            keys, values = layer.keys, layer.values
+            for name in ("_k", "_v", "_keys", "_values"):
+                layer.__dict__.pop(name, None)
+            layer.__class__ = cu.DynamicLayer
+            layer.keys, layer.values = keys, values
+
+
+def _wants_true_length(cache, attention_mask, q_length):
+    """The forward under way needs the cache's true length: a 4D mask made
+    for another length than the bucket's (a caller's custom mask; generate
+    makes its 4D masks for the bucket), or attention weights collected for
+    the caller (Transformers' output capturing)."""
+    if getattr(attention_mask, "dim", lambda: 0)() == 4:
+        layers = getattr(cache, "layers", None)
+        if not layers or type(layers[0]) is not _layer_class:
+            return True
+        first = layers[0]
+        return attention_mask.shape[-1] != first._capacity_for(first.get_seq_length() + q_length)
+    try:
+        from transformers.utils.output_capturing import _active_collector
+        collected = _active_collector.get()
+    except Exception:  # an older Transformers: no output capturing
+        return False
+    return bool(collected) and any("attentions" in k for k in collected)
 
 
 def _patch_cache_utils(cu):
@@ -166,6 +249,8 @@ def _patch_masking_utils(mu):
     def _preprocess_mask_arguments(config, inputs_embeds, attention_mask, cache, *args, **kwargs):
         if cache is not None and _on_tpu(inputs_embeds):
             arm(cache)
+            if _wants_true_length(cache, attention_mask, inputs_embeds.shape[1]):
+                disarm(cache)
         return original(config, inputs_embeds, attention_mask, cache, *args, **kwargs)
 
     mu._preprocess_mask_arguments = _preprocess_mask_arguments
@@ -184,10 +269,11 @@ def _patch_generation_utils(gu):
     def _sample(self, *args, **kwargs):
         bound = sig.bind(self, *args, **kwargs)
         input_ids = bound.arguments.get("input_ids")
-        if not enabled() or not _on_tpu(input_ids) or input_ids.dim() != 2:
+        config = bound.arguments["generation_config"]
+        if (not enabled() or not _on_tpu(input_ids) or input_ids.dim() != 2
+                or getattr(config, "output_attentions", False)):
             return original(self, *args, **kwargs)
         from .._growing import GrowingTensor, unwrap
-        config = bound.arguments["generation_config"]
         max_length = int(getattr(config, "max_length", 0) or 0)
         model_kwargs = bound.arguments.get("model_kwargs", {})
         cache = model_kwargs.get("cache")
@@ -210,6 +296,20 @@ def _patch_generation_utils(gu):
         return out
 
     cls._sample = _sample
+
+    original_generate = cls.generate
+
+    @functools.wraps(original_generate)
+    def generate(self, *args, **kwargs):
+        """The cache `generate` returns (or filled, when the caller passed
+        one) holds CPU's shapes: its layers are plain DynamicLayers again."""
+        out = original_generate(self, *args, **kwargs)
+        for cache in (kwargs.get("past_key_values"), getattr(out, "past_key_values", None)):
+            if cache is not None:
+                disarm(cache)
+        return out
+
+    cls.generate = generate
 
 
 def register_all(register):
