@@ -520,6 +520,10 @@ def fallthrough(key):
 _fallback_counts = {}
 _warned = set()
 _tls = threading.local()
+# torch_tpu.doctor, while it runs: an object whose .fallback(name, args,
+# kwargs, seconds) is told of every op run here (None otherwise: one global
+# read per fallback, nothing on the device path)
+_doctor = None
 
 
 def fallback_counts():
@@ -575,7 +579,8 @@ def _cpu_fallback(op, *args, **kwargs):
         warnings.warn(f"tpu: {name} has no tpu kernel; it runs on the CPU (inputs copied over and back)",
                       stacklevel=2)
     schema = op._schema
-    t0 = _C.clock_now() if _C.trace_active() else None  # torch.profiler / debug.explain: a fallback event
+    doctor = _doctor
+    t0 = _C.clock_now() if doctor is not None or _C.trace_active() else None  # profiler, explain, doctor
     cpu_args = list(tree_map(_to_cpu, args))
     cpu_kwargs = tree_map(_to_cpu, kwargs)
     # a Scalar overload that wraps its number and calls the .out overload
@@ -621,7 +626,11 @@ def _cpu_fallback(op, *args, **kwargs):
 
     res = tree_map(back, res)
     if t0 is not None:
-        _C.trace_mark(_C.TRACE_FALLBACK, name, t0, _C.clock_now())
+        t1 = _C.clock_now()
+        if _C.trace_active():
+            _C.trace_mark(_C.TRACE_FALLBACK, name, t0, t1)
+        if doctor is not None:
+            doctor.fallback(name, args, kwargs, t1 - t0)
     return res
 
 

@@ -120,7 +120,13 @@ def _match(text, i, open_ch, close_ch):
             if depth == 0:
                 return i + 1
         i += 1
-    raise KernelError(f"unbalanced '{open_ch}{close_ch}' in kernel text")
+    raise _UnbalancedText(f"unbalanced '{open_ch}{close_ch}' in kernel text")
+
+
+class _UnbalancedText(KernelError):
+    """Raised where the text is scanned, which knows no kernel: the callers
+    that know it (parse_signature, _Kernel.signature) name the kernel and its
+    input types, as the other kernel errors do."""
 
 
 def _split_top(s):
@@ -270,22 +276,33 @@ def _entry_of(funcs, entry, name):
                       "(" + ", ".join("@" + f.name for f in funcs) + ")")
 
 
-def parse_signature(text, entry=None, name="kernel"):
+def _scan(text, entry, name, metas):
+    """(module body, its functions, the entry function) of a kernel's text.
+    metas: the input types the text was made for, named in an error (None:
+    a text given as a string)."""
+    try:
+        body = _module_body(_strip_locations(text))
+        funcs = _functions(body)
+    except _UnbalancedText as e:
+        inputs = f" for inputs {_types_str(metas)}" if metas is not None else ""
+        raise KernelError(f"custom kernel '{name}'{inputs}: {e}") from None
+    return body, funcs, _entry_of(funcs, entry, name)
+
+
+def parse_signature(text, entry=None, name="kernel", metas=None):
     """(argument types, result types) of the kernel's entry function, each a
-    list of (shape tuple, torch.dtype)."""
-    body = _module_body(_strip_locations(text))
-    f = _entry_of(_functions(body), entry, name)
+    list of (shape tuple, torch.dtype).  metas: the input types the text was
+    made for, named in an error (None: a text given as a string)."""
+    _, _, f = _scan(text, entry, name, metas)
     where = f"custom kernel '{name}' @{f.name}"
     return ([_parse_tensor_type(t, where) for t in f.args], [_parse_tensor_type(t, where) for t in f.results])
 
 
-def _mangle(text, entry, name):
+def _mangle(text, entry, name, metas=None):
     """Module-level text for the engine: locations dropped, every function
     private and renamed tk<hash>_<name>; returns (text, entry symbol,
     argument types, result types)."""
-    body = _module_body(_strip_locations(text))
-    funcs = _functions(body)
-    ef = _entry_of(funcs, entry, name)
+    body, funcs, ef = _scan(text, entry, name, metas)
     where = f"custom kernel '{name}' @{ef.name}"
     args = [_parse_tensor_type(t, where) for t in ef.args]
     results = [_parse_tensor_type(t, where) for t in ef.results]
@@ -372,7 +389,7 @@ class _Kernel:
         """Result (shape, dtype) list for these inputs (no compile)."""
         sig = self._sigs.get(metas)
         if sig is None:
-            args, results = parse_signature(self._text(metas), self.entry, self.name)
+            args, results = parse_signature(self._text(metas), self.entry, self.name, metas)
             self._check_args(metas, args)
             sig = self._sigs[metas] = results
         return sig
@@ -390,7 +407,7 @@ class _Kernel:
             v = self._variants.get(metas)
             if v is not None:
                 return v
-            text, entry, args, results = _mangle(self._text(metas), self.entry, self.name)
+            text, entry, args, results = _mangle(self._text(metas), self.entry, self.name, metas)
             self._check_args(metas, args)
             if self.nout is not None and len(results) != self.nout:
                 raise RuntimeError(f"custom kernel '{self.name}' for inputs {_types_str(metas)}: the function has "

@@ -309,6 +309,17 @@ def test_bad_text_raises_at_definition():
         L.stablehlo_op(_name("dyn"), "func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {\n return %x : tensor<?xf32>\n}")
 
 
+def test_unbalanced_text_names_the_kernel_and_its_inputs(tpu):
+    bad = "func.func @f(%x: tensor<4xf32> -> tensor<4xf32> {\n return %x : tensor<4xf32>\n}"
+    name = _name("unbalanced")
+    with pytest.raises(L.KernelError, match=rf"custom kernel '{name}': unbalanced '\(\)' in kernel text"):
+        L.stablehlo_op(name, bad)
+    name = _name("unbalanced_fn")
+    op = L.stablehlo_op(name, lambda x: bad, num_inputs=1, num_outputs=1)
+    with pytest.raises(L.KernelError, match=rf"custom kernel '{name}' for inputs \(tensor<4xf32>\): unbalanced"):
+        op(torch.randn(4).to(tpu))
+
+
 def test_autocast_does_not_cast_custom_op_inputs(tpu):
     op = L.stablehlo_op(_name("rms_amp"), rms_text)
     a, b, w = torch.randn(4, 8), torch.randn(8, 8), torch.randn(8)

@@ -1,0 +1,173 @@
+"""python -m torch_tpu.doctor on the planted examples (examples/doctor/):
+each report names its problem, the source line the example marks with a
+`# doctor: <marker>` comment, and a fix, and nothing else; the clean
+example's report has no finding; reports validate against schema.json.
+
+The doctor runs each example in a subprocess (a fresh engine: its counters
+and program records are the process's).  Those runs take a few seconds
+each, so they run in one eager mode (strict, or unset); the fused-mode
+suite runs the one that checks fused mode's cut reporting."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from torch_tpu.doctor import findings, report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(ROOT, "examples", "doctor")
+MODE = os.environ.get("TORCH_TPU_EAGER_MODE", "strict").strip().lower() or "strict"
+STEPS = 7  # 3 warm-up steps, 4 steady ones
+
+strict_only = pytest.mark.skipif(MODE != "strict", reason="the doctor's subprocess runs are checked once, in strict "
+                                                          "mode (the fused suite checks fused mode's cuts)")
+_runs = {}
+
+
+def _doctor(name, mode, html=False, tmp_dir=None):
+    """The JSON report of `python -m torch_tpu.doctor --steps STEPS` on
+    examples/doctor/<name>.py in eager mode `mode` (run once per test session)."""
+    key = (name, mode, html)
+    if key not in _runs:
+        out = os.path.join(tmp_dir, f"{name}-{mode}.json")
+        cmd = [sys.executable, "-m", "torch_tpu.doctor", "--quiet", "--steps", str(STEPS), "--json", out]
+        if html:
+            cmd += ["--html", out[:-5] + ".html"]
+        env = dict(os.environ, TORCH_TPU_EAGER_MODE=mode, PYTHONWARNINGS="ignore")
+        p = subprocess.run(cmd + [os.path.join(EXAMPLES, name + ".py")], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-3000:]
+        with open(out) as f:
+            rep = json.load(f)
+        if html:
+            with open(out[:-5] + ".html") as f:
+                rep["_html"] = f.read()
+        _runs[key] = rep
+    return _runs[key]
+
+
+def _marker_line(name, marker):
+    with open(os.path.join(EXAMPLES, name + ".py")) as f:
+        lines = [i for i, text in enumerate(f, 1) if f"# doctor: {marker}" in text]
+    assert len(lines) == 1, f"{name}.py marks {marker!r} {len(lines)} times"
+    return lines[0]
+
+
+def _same_file(a, b):
+    return a is not None and os.path.realpath(a) == os.path.realpath(b)
+
+
+PLANTED = [
+    # example, marker, finding kinds that must be at the marked line
+    ("growing_seq", "growing", {"recompile"}),
+    ("item_per_step", "item", {"host_read"}),
+    ("no_tpu_rule", "fallback", {"cpu_fallback"}),
+    ("python_float", "float", {"recompile"}),
+    ("bool_mask", "mask", {"data_dependent_shape", "recompile"}),
+]
+
+
+@strict_only
+@pytest.mark.parametrize("name,marker,kinds", PLANTED, ids=[p[0] for p in PLANTED])
+def test_planted_problem_is_named_at_its_line_with_a_fix(name, marker, kinds, tmp_path_factory):
+    rep = _doctor(name, "strict", tmp_dir=str(tmp_path_factory.getbasetemp()))
+    report.validate(rep)
+    path, line = os.path.join(EXAMPLES, name + ".py"), _marker_line(name, marker)
+    found = {f["kind"] for f in rep["findings"]}
+    assert kinds <= found, (kinds, rep["findings"])
+    for f in rep["findings"]:
+        # the planted problem, and nothing that is not there
+        assert _same_file(f["file"], path) and f["line"] == line, f
+        assert f["fix"] and f["count"] > 0 and f["seconds"] >= 0
+        assert f"# doctor: {marker}" in f["code"]
+    assert not rep["summary"]["ready"]
+    s = rep["summary"]
+    assert s["steps"] == STEPS and s["steady_steps"] == STEPS - s["warmup_steps"] > 0
+    if "recompile" in kinds:
+        # the engine's own count of programs made after the warm-up agrees
+        assert s["compiles_after_warmup"] >= sum(f["count"] for f in rep["findings"] if f["kind"] == "recompile") > 0
+    if "cpu_fallback" in kinds:
+        f = next(f for f in rep["findings"] if f["kind"] == "cpu_fallback")
+        assert f["op"].startswith("aten::linalg_matrix_exp") and f["dtype"] == "float32"
+        assert s["fallbacks"] == f["count"] == STEPS  # one call per step, all of them at the line
+        assert f["seconds"] > 0
+    if "host_read" in kinds:
+        f = next(f for f in rep["findings"] if f["kind"] == "host_read")
+        assert f["label"] == ".item()" and f["count"] == s["steady_steps"]
+
+
+@strict_only
+def test_recompile_findings_say_what_changed(tmp_path_factory):
+    d = str(tmp_path_factory.getbasetemp())
+    growing = next(f for f in _doctor("growing_seq", "strict", tmp_dir=d)["findings"] if f["kind"] == "recompile")
+    assert growing["cause_kind"] == "shape" and "pad" in growing["fix"]
+    # the cause the engine logged shows the length growing (new > old)
+    shapes = [re.search(r"\[([\d,]+)\] \(was \w+\[([\d,]+)\]\)", c["cause"]) for c in growing["causes"]]
+    assert any(m and sum(map(int, m.group(1).split(","))) > sum(map(int, m.group(2).split(","))) for m in shapes)
+    baked = next(f for f in _doctor("python_float", "strict", tmp_dir=d)["findings"] if f["kind"] == "recompile")
+    assert baked["cause_kind"] == "scalar" and "tensor" in baked["fix"] and "attribute" in baked["cause"]
+
+
+@strict_only
+def test_clean_example_gets_a_clean_report_and_an_html_page(tmp_path_factory):
+    rep = _doctor("clean", "strict", html=True, tmp_dir=str(tmp_path_factory.getbasetemp()))
+    page = rep.pop("_html")
+    report.validate(rep)
+    s = rep["summary"]
+    assert rep["findings"] == []
+    assert s["ready"] and s["compiles_after_warmup"] == 0 and s["fallbacks"] == 0 and s["compiles"] > 0
+    assert s["mode"] == "strict" and s["steps_per_second"] > 0 and s["programs_per_step"] >= 1
+    assert rep["cuts"]["per_step"]["op"] == s["programs_per_step"]  # strict: one program per op
+    tl = rep["timeline"]
+    assert tl["step"] == s["warmup_steps"] + 1 and any(e["kind"] == "execute" for e in tl["events"])
+    # one self-contained page: the timeline as inline SVG, nothing fetched
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "</html>" in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?https?:""", page) and "<script" not in page
+
+
+@pytest.mark.skipif(MODE != "fused", reason="checks fused mode's cuts: runs in the fused suite")
+def test_fused_report_names_the_host_read_cut_and_its_line(tmp_path_factory):
+    rep = _doctor("bool_mask", "fused", tmp_dir=str(tmp_path_factory.getbasetemp()))
+    report.validate(rep)
+    per_step = rep["cuts"]["per_step"]
+    assert rep["summary"]["mode"] == "fused"
+    # the mask's read cuts the step's graph once per step, beside the step's own cut
+    assert per_step["host_read"] >= 1 and per_step["optimizer_step"] == 1
+    line = _marker_line("bool_mask", "mask")
+    f = next(f for f in rep["findings"] if f["kind"] == "data_dependent_shape")
+    assert f["line"] == line and f["count"] == rep["summary"]["steady_steps"]
+
+
+def test_engine_recompile_causes_are_classified():
+    """cause_kind on causes the engine writes now (not on copied text)."""
+    x = torch.randn(8, 16, device="tpu")
+    torch.tpu.synchronize()
+    before = len(torch.tpu.metrics()["programs"])
+    for n in (5, 6, 7):
+        torch.tpu.synchronize()
+        (x[:, :n].exp() * 2).cpu()
+    for p in (2.1, 2.2, 2.3):
+        torch.nn.functional.normalize(x, p=p).cpu()
+    causes = [p["cause"] for p in torch.tpu.metrics()["programs"][before:] if p["recompile"]]
+    kinds = {findings.cause_kind(c) for c in causes}
+    assert "shape" in kinds or "view" in kinds, causes
+    assert any("float attribute" in c and findings.cause_kind(c) == "scalar" for c in causes), causes
+
+
+def test_schema_validator_rejects_what_the_schema_does_not_allow():
+    rep = {"schema": "torch_tpu.doctor/1", "program": {"argv": ["x.py"], "exit": "completed", "error": None,
+                                                       "wall_seconds": 1.0}}
+    with pytest.raises(ValueError, match="has no 'summary'"):
+        report.validate(rep)
+    rep["program"]["exit"] = "crashed"
+    with pytest.raises(ValueError, match="not one of"):
+        report.validate(rep["program"], report.schema()["properties"]["program"])
+    try:
+        import jsonschema  # optional: the schema itself is valid JSON Schema
+    except ImportError:
+        return
+    jsonschema.Draft202012Validator.check_schema(report.schema())
