@@ -69,6 +69,7 @@ def test_paged_attention_matches_reference(dtype):
     blocks and a fresh prefill; blocks scattered through the cache."""
     from vllm.v1.attention.backend import CommonAttentionMetadata
 
+    from torch_tpu.vllm import ragged
     from torch_tpu.vllm.attention import TpuAttentionImpl, TpuAttentionMetadataBuilder
 
     torch.manual_seed(0)
@@ -113,13 +114,13 @@ def test_paged_attention_matches_reference(dtype):
     builder = TpuAttentionMetadataBuilder(_Spec(bs), ["layer"], None, TPU)
     md = builder.build(0, cm)
     impl = TpuAttentionImpl(hq, d, scale, hkv)
-    cache = cache_cpu.to(TPU)
+    cache = ragged.to_storage(cache_cpu.to(TPU), dtype)  # as the runner keeps it (bfloat16 as int16 bits)
     impl.do_kv_cache_update(None, key.to(TPU), value.to(TPU), cache, torch.from_numpy(slots).to(TPU))
     out = torch.zeros(total, hq, d, dtype=dtype, device=TPU)
     impl.forward(None, query.to(TPU), key.to(TPU), value.to(TPU), cache, md, out)
 
     # The cache now holds every request's keys and values in its slots.
-    cache_back = cache.cpu()
+    cache_back = cache.cpu().view(dtype)
     for r, (ctx, new) in enumerate(reqs):
         for p in range(ctx + new):
             assert torch.equal(cache_back[table[r, p // bs], p % bs], torch.cat([k_all[r][p], v_all[r][p]], -1))

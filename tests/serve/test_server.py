@@ -88,17 +88,18 @@ def test_models(servers):
 
 def test_kv_cache_sized_from_device_memory(servers):
     """No --kv-cache-memory-bytes: the KV cache gets UTIL x the device's
-    memory less the model's peak without it, and vLLM makes as many blocks
-    of that as fit."""
+    memory less the model's peak without it (rounded down to a 16th of its
+    power of two, so runs get the same block count), and vLLM makes as many
+    blocks of that as fit."""
     import json
     import re
 
     tpu, _ = servers
     log = tpu.log_tail(10**7)
     m = re.search(r"tpu: (\d+) bytes for the KV cache \(([\d.e-]+) x (\d+) bytes of device memory, "
-                  r"less a peak of (\d+) bytes without it\)", log)
+                  r"less a peak of (\d+) bytes without it, rounded down to a multiple of (\d+) MiB\)", log)
     assert m, log[-3000:]
-    available, util, total, peak = int(m[1]), float(m[2]), int(m[3]), int(m[4])
+    available, util, total, peak, grain = int(m[1]), float(m[2]), int(m[3]), int(m[4]), int(m[5]) << 20
     assert util == UTIL and total == TOTAL
     with open(os.path.join(DEFAULT_MODEL, "config.json")) as f:
         cfg = json.load(f)
@@ -106,7 +107,9 @@ def test_kv_cache_sized_from_device_memory(servers):
     head = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     weights = os.path.getsize(os.path.join(DEFAULT_MODEL, "model.safetensors"))  # float32 on disk and on tpu
     assert weights <= peak < weights + (512 << 20)
-    assert available == int(total * util) - peak
+    rest = int(total * util) - peak  # rounded down to a 16th of its power of two (the same blocks every run)
+    assert grain == max(1 << 24, (1 << (rest.bit_length() - 1)) >> 4)
+    assert available == rest // grain * grain
     block_bytes = 32 * kv_heads * head * 2 * 4 * layers  # a block of 32 tokens, float32 K and V, every layer
     allocated = re.search(r"tpu: KV cache of (\d+) layers, (\d+) MiB", log)
     assert int(allocated[1]) == layers

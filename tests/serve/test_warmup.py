@@ -45,15 +45,28 @@ PROMPTS = [
 
 
 def test_every_step_shape_is_warmed():
-    """Whatever batch the scheduler forms, its attention shape is one that
-    warm_up runs (the enumeration and the builder's padding agree)."""
-    from torch_tpu.vllm.attention import step_shape
+    """Whatever batch the scheduler forms, its attention inputs have the
+    shapes of its token bucket alone (one attention program per T, the
+    shapes warm_up's step of that T made), and its (T, R) bucket pair is one
+    warm_up runs."""
+    from torch_tpu.vllm import ragged
     from torch_tpu.vllm.model_runner import MIN_TOKENS, TpuModelRunner, bucket, buckets
 
     width = -(-MAX_LEN // BLOCK)
-    warmed = {}
-    for t, t_lo in buckets(MIN_TOKENS, MAX_TOKENS):
-        warmed[t] = set(TpuModelRunner._attention_shapes(t, t_lo, MAX_SEQS, MAX_LEN, width, BLOCK))
+
+    def shapes(q, seq, t):
+        starts = np.concatenate([[0], np.cumsum(q)])
+        table = np.zeros((len(q), width), np.int64)
+        per, out_index = ragged.plan(starts, np.array(seq), table, t, MAX_SEQS, BLOCK)
+        return {k: [a.shape for a in v] for k, v in per.items()}, out_index.shape
+
+    warmed, pairs = {}, set()
+    for t, _ in buckets(MIN_TOKENS, MAX_TOKENS):
+        for r, r_lo in buckets(1, MAX_SEQS):
+            q = TpuModelRunner._warm_query_lens(t, r, r_lo, MAX_LEN)
+            if q:
+                pairs.add((t, r))
+                warmed.setdefault(t, shapes(q, q, t))
     rng = random.Random(0)
     for _ in range(3000):
         n = rng.randint(1, MAX_SEQS)
@@ -62,11 +75,9 @@ def test_every_step_shape_is_warmed():
             q[rng.randrange(n)] += 1
         q = [min(x, MAX_LEN) for x in q]
         seq = [rng.randint(x, MAX_LEN) for x in q]
-        shape = step_shape(np.array(q), np.array(seq), sum(q), BLOCK, width, MAX_TOKENS, MAX_SEQS)
-        assert shape[0] == bucket(sum(q), MIN_TOKENS, MAX_TOKENS)
-        assert shape in warmed[shape[0]], (q, seq, shape)
-    # and the enumeration is not everything: no shape larger than a step can be
-    assert all(r <= MAX_SEQS and q <= t for t in warmed for (_, r, q, _) in warmed[t])
+        t = bucket(sum(q), MIN_TOKENS, MAX_TOKENS)
+        assert shapes(q, seq, t) == warmed[t], (q, seq)
+        assert (t, bucket(n, 1, MAX_SEQS)) in pairs, (q, t)
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +132,30 @@ def test_no_compile_during_requests(servers):
     assert len(steps) > len(before) + 10, tpu.log_tail()  # the counter was read after every step
     compiled = int(steps[-1][1])
     assert compiled == 0, f"{compiled} programs compiled during requests:\n{tpu.log_tail()}"
+
+
+def test_randomized_requests_compile_nothing(servers):
+    """Prompts of random lengths up to the model length (token ids, so the
+    length is exact), random output lengths, random concurrency, some
+    sharing a long prefix (prefix-cache hits, chunked prefill past the
+    128-token budget): the engine's compile counter stays where the
+    warm-up left it."""
+    tpu, _ = servers
+    rng = random.Random(7)
+    shared = [rng.randrange(100, 20000) for _ in range(300)]
+
+    def one(i):
+        n = rng.randint(1, MAX_LEN - 40)
+        ids = (shared[:n] if i % 3 == 0 else [rng.randrange(100, 20000) for _ in range(n)])
+        status, body = tpu.request("POST", "/v1/completions", dict(
+            model=NAME, prompt=ids, max_tokens=rng.randint(1, 32), temperature=0.0, ignore_eos=True))
+        assert status == 200, body
+        return body["usage"]["completion_tokens"]
+
+    for round_ in range(4):
+        batch = rng.randint(1, MAX_SEQS + 4)  # beyond max-num-seqs: the scheduler queues the rest
+        with concurrent.futures.ThreadPoolExecutor(batch) as pool:
+            assert all(n > 0 for n in pool.map(one, range(round_ * 16, round_ * 16 + batch)))
+    steps = log_lines(tpu, r"tpu: step (\d+): (\d+) programs compiled since warm-up")
+    compiled = int(steps[-1][1])
+    assert compiled == 0, f"{compiled} programs compiled during randomized requests:\n{tpu.log_tail()}"

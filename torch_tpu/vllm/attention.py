@@ -1,37 +1,24 @@
-"""Paged attention on tpu, written in ATen ops the engine lowers.
+"""Paged attention on tpu: vLLM's attention backend over the ragged
+paged attention kernel of ragged.py.
 
 KV cache: one tpu tensor per layer, ``[num_blocks, block_size, num_kv_heads,
 2 * head_size]`` (a token's key then its value, per head), addressed by
-vLLM's block ids.  Block 0 is vLLM's null block: it is never handed to a
+vLLM's block ids; 16-bit floats are kept as their bits (int16,
+ragged.cache_storage).  Block 0 is vLLM's null block: it is never handed to a
 request, so padding slots (id -1) are written there.
 
-Per step the metadata builder turns the batch into padded per-request
-tensors, shared by every layer:
-
-- ``q_index`` ``[R, Q]``: the token each padded query row reads (Q is the
-  longest query, rounded up to a power of two),
-- ``blocks`` ``[R, K // block_size]``: each request's block ids (K, the
-  longest context, rounded up to a power of two of blocks),
-- ``bias`` ``[R, 1, Q, K]``: 0 where query row q may see key k (k at or
-  before q's position: causal across the cached prefix and the new tokens),
-  -inf elsewhere,
-- ``out_index`` ``[T]``: where each of the T tokens' rows lies in ``[R*Q]``.
-
-Each layer then gathers its blocks (one index_select), computes
-softmax(q k^T * scale + bias) v for all requests at once in float32 and
-gathers the token rows back.  Prefill, decode, chunked prefill and prefix
-cache hits are the same computation: a prefix hit only means the context
-starts with blocks written by an earlier request.
-
-Shapes: R is the request count rounded up to a power of two (padding rows
-read token 0 and see key 0 only), Q and K // block_size powers of two, T
-the step's padded token count (model_runner.bucket), so a step's attention
-is one of a small fixed set of programs, all compiled at start-up
-(TpuModelRunner.warm_up).  In fused mode the attention is a program of its
-own (the pending graph is cut before and after it): the rest of a layer
-then depends on T alone, and the many (T, R, Q, K) attention programs are
-small ones.  The metadata is built on the host from vLLM's host tensors
-and uploaded once per step, shared by every layer.
+Per step the metadata builder turns vLLM's host-side batch description
+(query start offsets, sequence lengths, block tables) into the kernel's
+runtime inputs (ragged.plan: query items, their positions and block
+tables, chunk counts, where each token's row lands), padded to sizes that
+depend on the step's token bucket T alone, and uploads them once; every
+layer uses them.  Prefill, decode, chunked prefill and prefix cache hits
+are the same computation: a prefix hit only means the context starts with
+blocks written by an earlier request.  A step's attention is therefore one
+program per token bucket, whatever its mix of requests, compiled at
+start-up (TpuModelRunner.warm_up).  In fused mode the attention is a
+program of its own (the pending graph is cut before and after it), so the
+layer programs around it are the same for every layer.
 """
 from dataclasses import dataclass
 from typing import ClassVar
@@ -50,6 +37,7 @@ from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_b
 
 from torch_tpu import _C
 
+from . import ragged
 from .model_runner import MIN_TOKENS, bucket
 
 NAME = "CUSTOM"
@@ -57,8 +45,6 @@ NAME = "CUSTOM"
 # (host slot mapping, its device copy): every layer of a step gets the same
 # host tensor from vLLM; it goes to the device once.
 _slots = [None, None]
-# Set by TpuModelRunner.warm_up: receives each attention call's arguments.
-capture = None
 
 
 def _cut():
@@ -105,23 +91,16 @@ class TpuAttentionBackend(AttentionBackend):
 register_backend(AttentionBackendEnum.CUSTOM, f"{__name__}.TpuAttentionBackend")
 
 
-def step_shape(query_lens, seq_lens, num_tokens, block_size, width, max_tokens, max_reqs):
-    """(T, R, Q, B) of a step: its tokens, requests, longest query and
-    longest context in blocks, each padded to its bucket."""
-    t_pad = bucket(num_tokens, MIN_TOKENS, max(max_tokens, num_tokens))
-    r_pad = bucket(len(query_lens), 1, max(max_reqs, len(query_lens)))
-    q_pad = bucket(int(np.max(query_lens, initial=1)), 1, t_pad)
-    n_blocks = bucket(-(-int(np.max(seq_lens, initial=1)) // block_size), 1, width)
-    return t_pad, r_pad, q_pad, n_blocks
+def step_tokens(num_tokens, max_tokens):
+    """T of a step: its token count padded to its bucket."""
+    return bucket(num_tokens, MIN_TOKENS, max(max_tokens, num_tokens))
 
 
 @dataclass
 class TpuAttentionMetadata:
     num_actual_tokens: int
-    q_index: torch.Tensor    # [R, Q] int64, token row of each padded query
-    blocks: torch.Tensor     # [R, K // block_size] block ids
-    bias: torch.Tensor       # [R, 1, Q, K] float32: 0 visible, -inf masked
-    out_index: torch.Tensor  # [T] int64, row of each token in [R * Q]
+    per: dict                # ragged.plan's inputs per kernel variant, on the device
+    out_index: torch.Tensor  # [T] int64, row of each token in the kernels' output rows
 
 
 class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]):
@@ -150,39 +129,22 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
                              num_tokens)
 
     def metadata(self, starts, seq_lens, table, num_tokens):
-        num_reqs = len(starts) - 1
-        t_pad, r_pad, q_pad, n_blocks = step_shape(starts[1:] - starts[:-1], seq_lens, num_tokens, self.block_size,
-                                                   table.shape[1], self.max_tokens, self.max_reqs)
-        k_pad = n_blocks * self.block_size
-        query_lens = starts[1:] - starts[:-1]
-        context = seq_lens - query_lens
-        pad = r_pad - num_reqs
-        starts_p = np.concatenate([starts[:-1], np.zeros(pad, np.int64)])
-        qlens_p = np.concatenate([query_lens, np.zeros(pad, np.int64)])
-        ctx_p = np.concatenate([context, np.zeros(pad, np.int64)])
+        t_pad = step_tokens(num_tokens, self.max_tokens)
+        per, out_index = ragged.plan(starts, seq_lens, table, t_pad, self.max_reqs or t_pad, self.block_size)
+        return self.upload(per, out_index, num_tokens)
 
-        # Host-side index arithmetic on a few hundred ints; one upload each.
-        rows = np.arange(q_pad)
-        valid = rows[None, :] < qlens_p[:, None]                          # [R, Q]
-        q_index = np.where(valid, starts_p[:, None] + rows[None, :], 0)
-        positions = np.where(valid, ctx_p[:, None] + rows[None, :], 0)    # [R, Q]
-        visible = np.arange(k_pad)[None, None, :] <= positions[:, :, None]
-        bias = np.where(visible, np.float32(0), np.float32(-np.inf))[:, None]
-        token_req = np.repeat(np.arange(num_reqs), query_lens)
-        token_row = np.arange(int(starts[-1])) - np.repeat(starts[:-1], query_lens)
-        out_index = np.zeros(t_pad, np.int64)  # padded tokens read row 0
-        out_index[: token_req.shape[0]] = token_req * q_pad + token_row
-        blocks = np.zeros((r_pad, n_blocks), np.int64)  # padding rows: the null block
-        blocks[:num_reqs] = table[:num_reqs, :n_blocks]
-
+    def upload(self, per, out_index, num_tokens):
         dev = self.device
-        return TpuAttentionMetadata(
-            num_actual_tokens=num_tokens,
-            q_index=torch.from_numpy(q_index).to(dev),
-            blocks=torch.from_numpy(blocks).to(dev),
-            bias=torch.from_numpy(np.ascontiguousarray(bias)).to(dev),
-            out_index=torch.from_numpy(out_index).to(dev),
-        )
+
+        def up(a):
+            return torch.from_numpy(np.ascontiguousarray(a)).to(dev)
+
+        return TpuAttentionMetadata(num_actual_tokens=num_tokens,
+                                    per={k: tuple(up(a) for a in v) for k, v in per.items()},
+                                    out_index=up(out_index))
+
+
+_KV_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}  # "auto": the model's
 
 
 class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
@@ -223,7 +185,16 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
             slot_mapping = _slots[1]
         slots = slot_mapping[:n].to(torch.int64).clamp(min=0)  # -1 (padding) -> the null block
         flat = kv_cache.view(-1, self.num_kv_heads, 2 * self.head_size)
-        flat.index_copy_(0, slots, torch.cat([key, value], dim=-1).to(kv_cache.dtype))
+        new = torch.cat([key, value], dim=-1).to(self._kv_dtype(key, kv_cache))
+        flat.index_copy_(0, slots, new.view(torch.int16) if kv_cache.dtype != new.dtype else new)
+
+    def _kv_dtype(self, key, kv_cache):
+        """The dtype of the cache's values: the cache's own, or for a cache
+        kept as int16 bits (ragged.cache_storage) the configured KV dtype
+        ("auto": the model's)."""
+        if kv_cache.dtype != torch.int16:
+            return kv_cache.dtype
+        return _KV_DTYPES.get(self.kv_cache_dtype, key.dtype)
 
     def forward(self, layer, query, key, value, kv_cache, attn_metadata, output,
                 output_scale=None, output_block_scale=None):
@@ -231,27 +202,13 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
             raise NotImplementedError("tpu attention: fused output quantization is not supported")
         if attn_metadata is None:  # profiling / warm-up without metadata
             return output
-        if capture is not None:
-            capture(self, layer, query, key, value, kv_cache, output)
         _cut()
         self._attend(query, kv_cache, attn_metadata, output)
         _cut()
         return output
 
     def _attend(self, query, kv_cache, md, output):
-        num_reqs, q_pad = md.q_index.shape
-        k_pad = md.bias.shape[-1]
-        hkv, g, d = self.num_kv_heads, self.group, self.head_size
-
-        kv = kv_cache.index_select(0, md.blocks.reshape(-1))          # [R*nb, bs, Hkv, 2D]
-        kv = kv.view(num_reqs, k_pad, hkv, 2 * d).permute(0, 2, 1, 3)  # [R, Hkv, K, 2D]
-        k = kv[..., :d].float()
-        v = kv[..., d:].float()
-        q = query.index_select(0, md.q_index.reshape(-1)).float()     # [R*Q, Hq, D]
-        q = q.view(num_reqs, q_pad, hkv, g, d).permute(0, 2, 3, 1, 4).reshape(num_reqs, hkv, g * q_pad, d)
-        scores = torch.matmul(q, k.transpose(-1, -2)) * self.scale    # [R, Hkv, G*Q, K]
-        scores = scores.view(num_reqs, hkv, g, q_pad, k_pad) + md.bias.unsqueeze(1)
-        probs = torch.softmax(scores, dim=-1).view(num_reqs, hkv, g * q_pad, k_pad)
-        out = torch.matmul(probs, v)                                   # [R, Hkv, G*Q, D]
-        out = out.view(num_reqs, hkv, g, q_pad, d).permute(0, 3, 1, 2, 4).reshape(num_reqs * q_pad, hkv * g, d)
-        output.copy_(out.index_select(0, md.out_index).to(output.dtype).view(output.shape))
+        t = md.out_index.shape[0]
+        q = query[:t].view(t, self.num_heads, self.head_size)
+        out = ragged.attention(q, kv_cache, md.per, md.out_index, self.scale, self._kv_dtype(query, kv_cache))
+        output[:t].copy_(out.to(output.dtype).view(output[:t].shape))

@@ -4,17 +4,15 @@ token ids come back to the host once per step.
 
 Every program is compiled per shape, so every shape a step can have comes
 from a small fixed set (:func:`bucket`): the step's tokens (T, a power of
-two, at least 8), its requests (R, a power of two) and, in the attention
-metadata, the longest query (Q) and context in blocks (B), each rounded up
-to a power of two.  To keep the exact counts out of device programs, the
+two, at least 8) and its requests (R, a power of two); the attention's
+runtime inputs are padded to sizes of T alone (ragged.py).  To keep the exact counts out of device programs, the
 runner's input preparation (positions, sequence lengths, slot mapping,
 block tables, query starts: vLLM's CpuGpuBuffer ``.gpu`` halves and its
 other per-step device tensors) runs on the host: those buffers are host
 tensors here, and only padded tensors go to tpu (input ids and positions
 ``[T]``, the attention metadata, the logits rows ``[R]``).  Greedy sampling
 runs on the padded ``[R, vocab]`` logits.  :meth:`TpuModelRunner.warm_up`
-runs every bucket (smallest first, within a time budget) before the first
-request."""
+runs every (T, R) bucket (smallest first) before the first request."""
 import dataclasses
 import logging
 import os
@@ -28,11 +26,13 @@ from vllm.v1.utils import CpuGpuBuffer
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
 
+from . import ragged
+
 logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
 
 MIN_TOKENS = 8
 WARM_PREFIX = "_tpu_warmup_"
-WARMUP_BUDGET_S = "120"  # seconds of warm-up at most, by default (the shapes left compile when met)
+WARMUP_BUDGET_S = "0"  # seconds of warm-up at most, by default (0: no limit; the shapes left compile when met)
 
 
 def bucket(n, lo, hi):
@@ -47,6 +47,16 @@ def buckets(lo, hi):
         out.append((b, first))
         first, b = b + 1, b * 2
     return out + [(int(hi), first)]
+
+
+def cut():
+    """Runs what is pending (fused mode), so a step's programs end where
+    their shapes change: the layers (T), the logits rows (T, R), the logits
+    and the sampler (R)."""
+    if torch.tpu.get_eager_mode() == "fused":
+        from torch_tpu import _C
+
+        _C.flush(_C.CUT_OTHER)
 
 
 def compile_count():
@@ -74,6 +84,21 @@ class TpuModelRunner(GPUModelRunner):
             for buf in (bt.block_table, bt.slot_mapping):
                 if buf.gpu.device.type != "cpu":
                     buf.gpu = torch.zeros_like(buf.cpu)
+
+    def load_model(self, *args, **kwargs):
+        super().load_model(*args, **kwargs)
+        model, compute_logits = self.model, self.model.compute_logits
+
+        def cut_then_compute_logits(*a, **k):
+            cut()  # the logits rows' gather is a program of its own (T, R)
+            return compute_logits(*a, **k)
+
+        model.compute_logits = cut_then_compute_logits
+
+    def _model_forward(self, *args, **kwargs):
+        out = super()._model_forward(*args, **kwargs)
+        cut()  # the layers' programs depend on T alone
+        return out
 
     def may_reinitialize_input_batch(self, kv_cache_config):
         super().may_reinitialize_input_batch(kv_cache_config)
@@ -152,20 +177,19 @@ class TpuModelRunner(GPUModelRunner):
     @torch.inference_mode()  # as vLLM runs its steps: their tensors are inference tensors
     def warm_up(self):
         """Runs every step shape before the first request, so no request
-        waits for a compile.  One real step (vLLM's execute_model and
-        sample_tokens on a scheduler output of made-up requests, greedy) per
-        (T, R) bucket compiles the layer programs (per T), the logits rows
-        and the sampler (per R); then every attention shape (T, R, Q, B)
-        a step of T tokens can have runs on that step's own attention inputs
-        (fused mode: attention is a program of its own).  Made-up requests
+        waits for a compile.  A step's programs are the layers and the
+        ragged attention (per token bucket T, whatever the mix of requests:
+        attention.py), the gather of the logits rows (per T and request
+        bucket R) and the logits and the sampler (per R), cut apart in fused
+        mode (`cut`).  So: one real step (vLLM's execute_model and
+        sample_tokens on a scheduler output of made-up greedy requests) per
+        T, one per R at the smallest T that holds R requests, and the gather
+        alone for every other (T, R) a step can have.  Made-up requests
         write their keys and values into free blocks, which a request writes
-        before it reads.  Token buckets go smallest first (decode steps
-        first); the warm-up stops once TORCH_TPU_VLLM_WARMUP_S seconds
-        (default WARMUP_BUDGET_S; 0: no limit) have passed, and the shapes
-        left compile when a step first meets them.  Returns (step shapes
+        before it reads.  Buckets go smallest first; TORCH_TPU_VLLM_WARMUP_S
+        (seconds, default 0: no limit) stops it early, the shapes left
+        compiling when a step first meets them.  Returns (step shapes
         warmed, step shapes left, programs, seconds)."""
-        from . import attention
-
         t0, c0 = time.perf_counter(), compile_count()
         budget = float(os.environ.get("TORCH_TPU_VLLM_WARMUP_S", WARMUP_BUDGET_S))
         deadline = t0 + budget if budget > 0 else float("inf")
@@ -173,51 +197,54 @@ class TpuModelRunner(GPUModelRunner):
         bs = self.input_batch.block_table[0].block_size
         max_len, max_tokens, max_reqs = self.max_model_len, self.max_num_tokens, self.max_num_reqs
         n_blocks = max(1, min(width, self.kv_cache_config.num_blocks - 1))
-        plan = []  # per token bucket: its (T, R) steps' query lengths, then its attention shapes
-        for t, t_lo in buckets(MIN_TOKENS, max_tokens):
-            steps = [self._warm_query_lens(t, r, r_lo, max_len) for r, r_lo in buckets(1, max_reqs)]
-            plan.append((t, [q for q in steps if q], self._attention_shapes(t, t_lo, max_reqs, max_len, width, bs)))
-        total = sum(len(steps) + len(shapes) for _, steps, shapes in plan)
-        inputs = {}  # T -> one attention call's arguments in a real step of T tokens
-
-        def keep(impl, layer, query, key, value, kv_cache, output):
-            inputs.setdefault(output.shape[0], (impl, layer, query, key, value, kv_cache, output))
-
+        pairs = [(t, r) for t, _ in buckets(MIN_TOKENS, max_tokens) for r, r_lo in buckets(1, max_reqs)
+                 if self._warm_query_lens(t, r, r_lo, max_len)]
+        r_lo = dict((r, lo) for r, lo in buckets(1, max_reqs))
+        steps, done = [], set()
+        for r in sorted({r for _, r in pairs}):  # per R, at its smallest T
+            t = min(t for t, r2 in pairs if r2 == r)
+            steps.append((t, r))
+        for t in sorted({t for t, _ in pairs}):  # per T, with its largest R
+            if not any(t2 == t for t2, _ in steps):
+                steps.append((t, max(r for t2, r in pairs if t2 == t)))
+        steps.sort()
         warmed, upto = 0, 0
-        attention.capture = keep
-        try:
-            for t, steps, shapes in plan:
-                for qs in steps:
-                    if time.perf_counter() > deadline:
-                        break
-                    self._warm_step(qs, list(range(1, n_blocks + 1)), bs)
-                    warmed += 1
-                if t in inputs:
-                    impl, layer, query, key, value, kv_cache, output = inputs[t]
-                    for shape in shapes:
-                        if time.perf_counter() > deadline:
-                            break
-                        impl.forward(layer, query, key, value, kv_cache, self._zero_metadata(*shape, bs), output)
-                        warmed += 1
-                if time.perf_counter() > deadline:
-                    break
-                upto = t
-        finally:
-            attention.capture = None
+        for t, r in steps:
+            if time.perf_counter() > deadline:
+                break
+            self._warm_step(self._warm_query_lens(t, r, r_lo[r], max_len), list(range(1, n_blocks + 1)), bs)
+            done.add((t, r))
+            warmed += 1
+            upto = t
+        hidden = self.model_config.get_hidden_size()
+        for t, r in pairs:  # the logits rows' gather of the other pairs
+            if (t, r) in done or time.perf_counter() > deadline:
+                continue
+            # as a step has them: the hidden states a program's output (not
+            # a view of a filled storage), the rows uploaded from the host
+            states = torch.zeros((t, hidden), dtype=self.dtype, device=self.device) * 1
+            rows = torch.zeros(r, dtype=torch.int64).to(self.device)
+            cut()
+            picked = states[rows]  # kept past the cut, as the logits' input is
+            cut()
+            del picked
+            done.add((t, r))
+            warmed += 1
         torch.accelerator.synchronize(self.device)
         seconds = time.perf_counter() - t0
-        if warmed < total:
+        if warmed < len(pairs):
             logger.warning("tpu: warm-up stopped after %.0f s (TORCH_TPU_VLLM_WARMUP_S=%g): %d of %d step shapes "
                            "warmed, every one of up to %d tokens; a step that meets one of the other %d compiles "
-                           "it then (raise TORCH_TPU_VLLM_WARMUP_S, 0 for no limit, or lower --max-num-batched-"
-                           "tokens / --max-num-seqs / --max-model-len)", seconds, budget, warmed, total, upto,
-                           total - warmed)
-        return warmed, total - warmed, compile_count() - c0, seconds
+                           "it then (TORCH_TPU_VLLM_WARMUP_S=0 for no limit)", seconds, budget, warmed, len(pairs),
+                           upto, len(pairs) - warmed)
+        return warmed, len(pairs) - warmed, compile_count() - c0, seconds
 
     @staticmethod
     def _warm_query_lens(t, r, r_lo, max_len):
         """Query lengths of made-up requests for a step of bucket (t, r), or
-        None when no step has those buckets."""
+        None when no step has those buckets.  Some requests prefill (two
+        queries or more) and the rest decode, when t allows, so both kernel
+        variants run on real items."""
         if r_lo > t or r_lo * max_len < t:
             return None
         num = min(r, t)
@@ -228,32 +255,6 @@ class TpuModelRunner(GPUModelRunner):
             qs[i] += extra
             left -= extra
         return qs
-
-    @staticmethod
-    def _attention_shapes(t, t_lo, max_reqs, max_len, width, bs):
-        """Every (T, R, Q, B) the attention metadata can have with T = t."""
-        out = []
-        for r, r_lo in buckets(1, max_reqs):
-            for q, q_lo in buckets(1, t):
-                if q_lo > max_len:
-                    continue
-                # some r' in [r_lo, r] requests, the longest query in
-                # [q_lo, q], take t' in [t_lo, t] tokens between them
-                if not any(max(q_lo + n - 1, t_lo) <= min(n * min(q, max_len), t) for n in range(r_lo, r + 1)):
-                    continue
-                for b, b_lo in buckets(1, width):
-                    if q_lo <= min(b * bs, max_len):
-                        out.append((t, r, q, b))
-        return out
-
-    def _zero_metadata(self, t, r, q, b, bs):
-        from .attention import TpuAttentionMetadata
-
-        def up(shape, dtype):
-            return torch.from_numpy(np.zeros(shape, dtype)).to(self.device)
-
-        return TpuAttentionMetadata(num_actual_tokens=t, q_index=up((r, q), np.int64), blocks=up((r, b), np.int64),
-                                    bias=up((r, 1, q, b * bs), np.float32), out_index=up((t,), np.int64))
 
     def _warm_step(self, query_lens, block_ids, bs):
         """One step of made-up new requests (prompts of query_lens tokens),
@@ -291,7 +292,7 @@ class TpuModelRunner(GPUModelRunner):
 
     def initialize_kv_cache_tensors(self, kv_cache_config, kernel_block_sizes, kv_cache_allocation_context=None):
         """One tpu tensor per layer, ``[num_blocks, block_size, num_kv_heads,
-        2 * head_size]`` (see attention.py).  vLLM's own allocator carves
+        2 * head_size]``, 16-bit floats kept as int16 bits (see attention.py).  vLLM's own allocator carves
         every layer out of one byte buffer; on tpu a write into a slice of a
         shared buffer rewrites the whole buffer, so each layer gets its own."""
         kv_caches = {}
@@ -310,7 +311,7 @@ class TpuModelRunner(GPUModelRunner):
                 num_blocks = kv_cache_config.num_blocks_of(tensor)
                 kv_caches[name] = torch.zeros(
                     (num_blocks, spec.block_size, spec.num_kv_heads, 2 * spec.head_size),
-                    dtype=spec.dtype, device=self.device)
+                    dtype=ragged.cache_storage(spec.dtype), device=self.device)
         for name, target in self.shared_kv_cache_layers.items():
             kv_caches[name] = kv_caches[target]
         num_attn_module = 2 if self.model_config.hf_config.model_type == "longcat_flash" else 1

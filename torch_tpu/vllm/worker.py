@@ -103,20 +103,27 @@ class TpuWorker(Worker):
                 f"tpu: no device memory left for the KV cache: gpu_memory_utilization={util} gives "
                 f"{requested >> 20} MiB and the model's weights and activations peak at {peak >> 20} MiB; "
                 "raise --gpu-memory-utilization or pass --kv-cache-memory-bytes")
+        # Rounded down to a sixteenth of its power of two: the measured peak
+        # moves by megabytes from run to run, and the cache's block count is
+        # in the shape of every program that reads or writes it (a warm
+        # start reloads them from the disk cache only when it is the same).
+        grain = max(1 << 24, (1 << (available.bit_length() - 1)) >> 4)
+        available = available // grain * grain
         logger.info("tpu: %d bytes for the KV cache (%s x %d bytes of device memory, less a peak of %d "
-                    "bytes without it)", available, util, self.total_memory, peak)
+                    "bytes without it, rounded down to a multiple of %d MiB)", available, util, self.total_memory,
+                    peak, grain >> 20)
         self.available_kv_cache_memory_bytes = available
         return available
 
     @torch.no_grad()
     def compile_or_warm_up_model(self) -> CompilationTimes:
-        """Runs every step shape (TpuModelRunner.warm_up: prefill and
-        decode, every token, request, query and context bucket, the logits
-        rows and the greedy sampler) so that no request pays for a compile;
-        programs already in the engine's disk cache load instead of
-        compiling; it stops after TORCH_TPU_VLLM_WARMUP_S seconds (120 by
-        default, smallest buckets first).  TORCH_TPU_VLLM_WARMUP=0 skips it (the first requests
-        then compile what they meet).  vLLM's GPU warm-up (CUDA-graph
+        """Runs every step shape (TpuModelRunner.warm_up: one step per
+        token and request bucket: the layers, the ragged attention, the
+        logits rows and the greedy sampler) so that no request pays for a
+        compile; programs already in the engine's disk cache load instead of
+        compiling.  TORCH_TPU_VLLM_WARMUP_S=S stops it after S seconds
+        (smallest buckets first; no limit by default); TORCH_TPU_VLLM_WARMUP=0
+        skips it (the first requests then compile what they meet).  vLLM's GPU warm-up (CUDA-graph
         capture, Triton/FlashInfer kernels) has nothing to do on tpu."""
         from .model_runner import compile_count
 
