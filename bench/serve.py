@@ -26,12 +26,17 @@ Configurations:
                  existing Rust router), round robin
   smg_cache_aware  the same + smg's cache_aware policy (a radix tree of the
                  requests' text, load-balanced)
+  kv_events      the same two replicas + tools/serve_router.py, KV-event
+                 routing (llm-d's precise prefix-cache scorer on the blocks
+                 each replica reports holding: the replicas publish vLLM's
+                 KV-cache events, --kv-events-config, each on its own port)
 
 Each figure: wall time, output tokens/s (completion tokens / wall),
 requests/s, mean and p90 time to first token (first streamed text), mean
 latency per request, and the prefix-cache hit rate the servers' /metrics
-report for the run (hits / queried tokens, summed over the replicas), with
-the requests each replica got.  Results go to bench/serve_results.json and
+report for the run (hits / queried tokens, summed over the replicas, and
+each replica's), with the requests each replica got; for our router, the
+KV events it received and the blocks it saw each replica hold.  Results go to bench/serve_results.json and
 bench/serve_results.md.
 """
 import argparse
@@ -127,20 +132,25 @@ def measure(url, servers, prompts, warm, a):
     before = cache_counters(servers)
     r = replay(url, prompts, a.concurrency, a.max_tokens)
     after = cache_counters(servers)
-    hits = sum(x[0] - y[0] for x, y in zip(after, before))
-    queries = sum(x[1] - y[1] for x, y in zip(after, before))
-    r["prefix_cache_hit_rate"] = round(hits / queries, 4) if queries else 0.0
+    hits = [x[0] - y[0] for x, y in zip(after, before)]
+    queries = [x[1] - y[1] for x, y in zip(after, before)]
+    r["prefix_cache_hit_rate"] = round(sum(hits) / sum(queries), 4) if sum(queries) else 0.0
+    r["prefix_cache_hit_rate_per_replica"] = [round(h / q, 4) if q else 0.0 for h, q in zip(hits, queries)]
     r["requests_per_replica"] = [int(x[2] - y[2]) for x, y in zip(after, before)]
     r["first_pass_tokens_per_s"] = first["tokens_per_s"]
     return r
 
 
-def start(backend, a, prefix=True, log=None):
+def start(backend, a, prefix=True, log=None, kv_events_port=None):
+    """kv_events_port: the server publishes its KV-cache events (ZMQ) there."""
     extra = ["--max-model-len", "1024", "--max-num-seqs", str(a.concurrency), "--max-num-batched-tokens",
              str(a.batched_tokens), "--dtype", a.dtype, "--enforce-eager", "--disable-uvicorn-access-log",
              "--enable-prefix-caching" if prefix else "--no-enable-prefix-caching"]
     if backend == "tpu":
         extra += ["--kv-cache-memory-bytes", str(a.kv_bytes)]
+    if kv_events_port:
+        extra += ["--kv-events-config", json.dumps({"enable_kv_cache_events": True, "publisher": "zmq",
+                                                    "endpoint": f"tcp://*:{kv_events_port}", "topic": "kv-events"})]
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # /reset_prefix_cache
     return Server(backend, model=a.model, name=NAME, extra=extra, log_path=log)
 
@@ -149,7 +159,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--quick", action="store_true", help="a few requests per configuration (checks it works)")
-    ap.add_argument("--only", default="cpu,tpu,tpu_no_prefix,rr,cache_aware,smg_rr,smg_cache_aware")
+    ap.add_argument("--only", default="cpu,tpu,tpu_no_prefix,rr,cache_aware,smg_rr,smg_cache_aware,kv_events")
     ap.add_argument("--tenants", type=int, default=4)
     ap.add_argument("--turns", type=int, default=8)
     ap.add_argument("--concurrency", type=int, default=8)
@@ -196,19 +206,24 @@ def main():
         record("tpu_no_prefix", lambda: single("tpu", False))
     routed = [p for p in ROUTERS if p in only]
     if routed:
-        replicas = [start("tpu", a, True, log=os.path.join(logs, f"replica{i}.log")) for i in range(2)]
+        kv_ports = [free_port() for _ in range(2)]
+        replicas = [start("tpu", a, True, log=os.path.join(logs, f"replica{i}.log"), kv_events_port=kv_ports[i])
+                    for i in range(2)]
         try:
             for r in replicas:
                 r.wait_ready()
             for policy in routed:
                 port = free_port()
                 log = open(os.path.join(logs, f"router_{policy}.log"), "w")
-                router = subprocess.Popen(ROUTERS[policy](port, [r.url for r in replicas]),
-                                          stdout=log, stderr=subprocess.STDOUT)
+                cmd = ROUTERS[policy](port, [r.url for r in replicas])
+                if policy == "kv_events":
+                    cmd += ["--tokenizer", a.model, "--kv-events-topic", "kv-events",
+                            "--kv-events", *[f"tcp://127.0.0.1:{p}" for p in kv_ports]]
+                router = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
                 try:
                     url = f"http://127.0.0.1:{port}"
                     _wait_http(url + "/v1/models", router)
-                    record(policy, lambda: measure(url, replicas, prompts, warm, a))
+                    record(policy, lambda: dict(measure(url, replicas, prompts, warm, a), **_router_stats(url)))
                 finally:
                     router.terminate()
                     router.wait(timeout=30)
@@ -239,7 +254,22 @@ def _smg(policy):
 
 
 ROUTERS = {"rr": _ours("round_robin"), "cache_aware": _ours("cache_aware"),
-           "smg_rr": _smg("round_robin"), "smg_cache_aware": _smg("cache_aware")}
+           "smg_rr": _smg("round_robin"), "smg_cache_aware": _smg("cache_aware"),
+           "kv_events": _ours("kv_events")}
+
+
+def _router_stats(url):
+    """Our router's KV-event counts and blocks held per replica (smg has none)."""
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url + "/router/stats", timeout=10) as r:
+            stats = json.loads(r.read())
+    except (OSError, ValueError):
+        return {}
+    if "kv_events" not in stats:
+        return {}
+    return {"kv_events": [dict(events=k["events"], blocks_held=k["blocks_held"], unlinked=k["unlinked"],
+                               missed_batches=k["missed_batches"]) for k in stats["kv_events"]]}
 
 
 def _wait_http(url, proc, timeout=60):
@@ -261,16 +291,16 @@ def table(results):
     lines = [f"Serving: {w['requests']} requests ({w['tenants']} tenants x {w['turns']} turns, system prompt "
              f"{w['system_prompt_chars']} chars), {w['concurrency']} concurrent, {w['max_tokens']} new tokens "
              f"each, {w['dtype']}{', quick' if w['quick'] else ''}", "",
-             "| config | tokens/s | first pass tokens/s | req/s | TTFT mean s | TTFT p90 s | latency mean s | prefix hit rate | requests per replica |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| config | tokens/s | first pass tokens/s | req/s | TTFT mean s | TTFT p90 s | latency mean s | prefix hit rate | hit rate per replica | requests per replica |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in results["configs"].items():
         if "error" in r:
-            lines.append(f"| {name} | error: {r['error'][:120]} | | | | | | | |")
+            lines.append(f"| {name} | error: {r['error'][:120]} | | | | | | | | |")
         else:
             lines.append(f"| {name} | {r['tokens_per_s']} | {r.get('first_pass_tokens_per_s', '')} | "
                          f"{r['requests_per_s']} | {r['ttft_mean_s']} | "
                          f"{r['ttft_p90_s']} | {r['latency_mean_s']} | {r['prefix_cache_hit_rate']} | "
-                         f"{r['requests_per_replica']} |")
+                         f"{r.get('prefix_cache_hit_rate_per_replica', '')} | {r['requests_per_replica']} |")
     return "\n".join(lines) + "\n"
 
 
