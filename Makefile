@@ -178,6 +178,21 @@ test-kernels: build $(JAX_STAMP)
 	    tests/python/test_custom_kernels.py || exit $$?; done
 	PYTHONPATH=$(JAX_SITE) TORCH_TPU_EAGER_MODE=fused $(VPY) examples/custom_rmsnorm.py
 
+# The doctor's MCP server (issue 40): the mcp SDK (requirements-doctor.txt,
+# exact pins, --no-deps) in build/doctor-site beside .venv, as JAX above;
+# its test drives every tool through the SDK's own stdio client, in strict
+# mode (each tool runs the doctor in a fresh process).
+DOCTOR_SITE := $(BUILD)/doctor-site
+DOCTOR_STAMP := $(DOCTOR_SITE)/.installed
+$(DOCTOR_STAMP): requirements-doctor.txt | $(BASE_STAMP)
+	rm -rf $(DOCTOR_SITE)
+	$(VPY) -m pip install -q --disable-pip-version-check --no-deps --target $(DOCTOR_SITE) -r requirements-doctor.txt
+	touch $@
+.PHONY: test-doctor
+test-doctor: build $(DOCTOR_STAMP)
+	PYTHONPATH=$(DOCTOR_SITE) TORCH_TPU_EAGER_MODE=strict $(VPY) -m pytest -q -x -p no:cacheprovider \
+	  tests/python/test_doctor_mcp.py
+
 # Ray Train on tpu (issue 25): .venv-ray, a venv of .venv's interpreter whose
 # _venv_base.pth runs site.addsitedir on .venv's site-packages (torch,
 # torch_tpu's development install and entry point, the shared pins), plus

@@ -59,6 +59,11 @@ taken in the same process, one after the other):
                SmolLM2 first 16 tokens, a tiny Stable Diffusion pipeline,
                word_language_model's and time_sequence_prediction's loops,
                nanoGPT char ms/iter, `git clone` + `make demo` (full mode)
+  doctor       the doctor's own overhead (bench/doctor.py, issue 40: <= 10%):
+               examples/doctor/bench_gpt.py (the bench GPT) for the same
+               steps under `python -m torch_tpu.run` and under
+               `python -m torch_tpu.doctor`, fresh processes side by side on
+               a warm program cache; loop and process time ratios
 Each section runs in its own subprocess with a time limit: a missing op, an
 exception or a crash is recorded as the figure's "error" and the harness
 goes on. Ops that ran on the CPU through torch_tpu's fallback during a tpu
@@ -81,7 +86,7 @@ REPO = os.path.dirname(BENCH)
 QUICK = os.environ.get("TORCH_TPU_BENCH_QUICK", "") not in ("", "0")
 
 FIRST = ["first_smollm2", "first_sd", "first_wlm", "first_lstmcell", "first_nanogpt", "first_clone"]
-SECTIONS = ["op_latency", "chain", "chain_arith", "train", "device_checks", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm", "kernels", "cuda_unchanged", "residency"] + FIRST
+SECTIONS = ["op_latency", "chain", "chain_arith", "train", "device_checks", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm", "kernels", "cuda_unchanged", "residency", "doctor"] + FIRST
 # names --only accepts for several sections
 GROUPS = {"first": FIRST}
 # seconds each section may take before it is killed (full mode; quick: /2)
@@ -91,6 +96,8 @@ LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "de
           "cuda_unchanged": 1500,
           # bench/residency.py: two processes compiling 6000 programs each (~2 min each)
           "residency": 900,
+          # bench/doctor.py: 3 (quick, strict) / 7 fresh processes per mode (full: strict and fused, 2-5 min on 2 busy cores)
+          "doctor": 900,
           # bench/first.py: fresh processes that compile everything (tens of seconds each, several per
           # section); first_clone: `make demo` in a fresh clone gets 15 minutes
           "first_smollm2": 2400, "first_sd": 1200, "first_wlm": 1200, "first_lstmcell": 1200,
@@ -715,6 +722,12 @@ def sec_residency():
     return residency.measure(_measure, QUICK)
 
 
+def sec_doctor():
+    sys.path.insert(0, BENCH)
+    import doctor
+    return doctor.sec_doctor(_measure, QUICK)
+
+
 def _sec_first(name):
     def sec():
         torch = _torch()
@@ -724,7 +737,7 @@ def _sec_first(name):
     return sec
 
 
-FUNCS = {"residency": sec_residency, "lstm": sec_lstm, "kernels": sec_kernels, "cuda_unchanged": sec_cuda_unchanged, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "device_checks": sec_device_checks, "startup": sec_startup,
+FUNCS = {"doctor": sec_doctor, "residency": sec_residency, "lstm": sec_lstm, "kernels": sec_kernels, "cuda_unchanged": sec_cuda_unchanged, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "device_checks": sec_device_checks, "startup": sec_startup,
          "memory": sec_memory, "import": sec_import, "transfer": sec_transfer, "pjrt": sec_pjrt, "dist": sec_dist,
          **{name: _sec_first(name) for name in FIRST}}
 
@@ -980,6 +993,14 @@ def markdown(results):
         rows.extend(residency.markdown_rows(rsr, _cell))
         for k in ("bound_on", "bound_off"):
             err_note(f"residency/{k}", rsr.get(k))
+
+    dor = R.get("doctor", {})
+    if dor:
+        sys.path.insert(0, BENCH)
+        import doctor
+        if dor.get("error"):
+            notes.append(f"- doctor: {dor['error']}")
+        rows.extend(doctor.markdown_rows(dor, _cell))
 
     if any(k in R for k in FIRST):
         sys.path.insert(0, BENCH)

@@ -160,7 +160,7 @@ def test_engine_recompile_causes_are_classified():
 
 def test_schema_validator_rejects_what_the_schema_does_not_allow():
     rep = {"schema": "torch_tpu.doctor/1", "program": {"argv": ["x.py"], "exit": "completed", "error": None,
-                                                       "wall_seconds": 1.0}}
+                                                       "wall_seconds": 1.0, "started": 0.0}}
     with pytest.raises(ValueError, match="has no 'summary'"):
         report.validate(rep)
     rep["program"]["exit"] = "crashed"
@@ -171,3 +171,68 @@ def test_schema_validator_rejects_what_the_schema_does_not_allow():
     except ImportError:
         return
     jsonschema.Draft202012Validator.check_schema(report.schema())
+
+
+@strict_only
+def test_tune_measures_every_candidate_and_picks_the_fastest_steady_step(tmp_path):
+    """--tune on the clean example: every candidate configuration has positive
+    measured times (steady step, cold and warm start) and compiles, the table
+    validates against tune_schema.json, and the best is the candidate with the
+    smallest steady step time in that table, given as environment variables."""
+    from torch_tpu.doctor import tune
+
+    out = str(tmp_path / "tune.json")
+    cmd = [sys.executable, "-m", "torch_tpu.doctor", "--tune", "--quiet", "--steps", "6", "--json", out,
+           os.path.join(EXAMPLES, "clean.py")]
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_TPU_EAGER_MODE"}
+    p = subprocess.run(cmd, cwd=ROOT, env=dict(env, PYTHONWARNINGS="ignore"), capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    with open(out) as f:
+        res = json.load(f)
+    tune.validate(res)
+    rows = {r["name"]: r for r in res["candidates"]}
+    assert {c["name"] for c in tune.CANDIDATES} <= set(rows)
+    for r in res["candidates"]:
+        assert r["error"] is None, r
+        assert r["steady_ms"] > 0 and r["cold_start_s"] > 0 and r["warm_start_s"] > 0, r
+        assert len(r["steady_ms_runs"]) == 2 and r["compiles"] > 0 and r["fallbacks"] == 0, r
+    assert rows["strict"]["env"] == {"TORCH_TPU_EAGER_MODE": "strict"}
+    assert rows["fused"]["env"] == {"TORCH_TPU_EAGER_MODE": "fused"}
+    fastest = min(res["candidates"], key=lambda r: r["steady_ms"])
+    best = res["best"]
+    assert best["name"] == fastest["name"] and best["env"] == fastest["env"]
+    assert best["set"] == " ".join(f"{k}={v}" for k, v in fastest["env"].items())
+    assert any("torch.compile" in g for g in res["gaps"])
+
+
+def test_tune_adds_the_graph_size_knob_only_where_fused_was_cut_at_the_size_bound(monkeypatch):
+    """The candidate list grows by TORCH_TPU_FUSED_MAX_NODES only when the fused
+    run's programs were cut at the size bound (the one case the knob changes);
+    the best is the smallest steady step time (no processes: _measure is stubbed)."""
+    from torch_tpu.doctor import tune
+
+    def fake(cut):
+        times = {"strict": 5.0, "fused": 4.0, tune.LARGER_GRAPHS["name"]: 3.0}
+
+        def measure(index, cand, program, steps, timeout, base_env, workdir, log):
+            assert not any(k in base_env for k in ("TORCH_TPU_EAGER_MODE", "TORCH_TPU_CACHE_DIR"))
+            return {"name": cand["name"], "env": dict(cand["env"]), "steady_ms": times[cand["name"]],
+                    "cold_start_s": 1.0, "warm_start_s": 0.5, "compiles": 3, "compiles_after_warmup": 0,
+                    "fallbacks": 0, "steady_ms_runs": [times[cand["name"]]] * 2, "error": None,
+                    "cuts_per_step": {"size_bound": 2.0, "optimizer_step": 1.0} if cut and cand["name"] == "fused"
+                    else {"optimizer_step": 1.0}}
+        return measure
+
+    monkeypatch.setenv("TORCH_TPU_EAGER_MODE", "debug")  # the caller's own setting does not leak
+    monkeypatch.setattr(tune, "_measure", fake(cut=False))
+    res = tune.tune(["x.py"])
+    tune.validate(res)
+    assert [r["name"] for r in res["candidates"]] == ["strict", "fused"] and res["best"]["name"] == "fused"
+    assert res["best"]["set"] == "TORCH_TPU_EAGER_MODE=fused" and res["best"]["speedup_vs_default"] == 5.0 / 4.0
+    monkeypatch.setattr(tune, "_measure", fake(cut=True))
+    res = tune.tune(["x.py"])
+    tune.validate(res)
+    assert [r["name"] for r in res["candidates"]] == ["strict", "fused", tune.LARGER_GRAPHS["name"]]
+    assert res["best"]["env"] == {"TORCH_TPU_EAGER_MODE": "fused", "TORCH_TPU_FUSED_MAX_NODES": "32768"}
+    assert "TORCH_TPU_FUSED_MAX_NODES=32768" in tune.text(res)

@@ -2,6 +2,7 @@
 what makes it slow on tpu, at which line of the program, and what to change.
 
     python -m torch_tpu.doctor [--steps N] [--seconds S] [--json FILE] [--html FILE] script.py [args...]
+    python -m torch_tpu.doctor --tune [--steps N] [--json FILE] script.py [args...]   (tune.py)
     python -m torch_tpu.doctor [options] -m package.module [args...]
 
 The program runs as ``python -m torch_tpu.run`` runs it (CUDA programs
@@ -34,7 +35,7 @@ def _mode():
     return "debug" if os.environ.get("TPU_LAUNCH_BLOCKING", "") == "1" else name
 
 
-def diagnose(argv, steps=None, seconds=None, timeline=True):
+def diagnose(argv, steps=None, seconds=None, timeline=True, sync_steps=False):
     """Runs the program argv (``["script.py", args...]`` or ``["-m",
     "module", args...]``) under the doctor and returns the report dict."""
     import torch
@@ -43,9 +44,10 @@ def diagnose(argv, steps=None, seconds=None, timeline=True):
     from .._metrics import metrics
     from . import findings, probe as probe_mod
 
-    probe = probe_mod.Probe(steps=steps, seconds=seconds, timeline=timeline)
+    probe = probe_mod.Probe(steps=steps, seconds=seconds, timeline=timeline, sync_steps=sync_steps)
     exit_kind, error = "completed", None
     saved_argv, saved_path0 = list(sys.argv), sys.path[0] if sys.path else None
+    started = time.time()
     t0 = time.perf_counter()
     probe.start()
     try:
@@ -70,7 +72,7 @@ def diagnose(argv, steps=None, seconds=None, timeline=True):
     wall = time.perf_counter() - t0
     m = metrics()
     peak = torch.tpu.max_memory_allocated() if _C.initialized() else 0
-    return findings.build(probe, m, argv, _mode(), wall, exit_kind, error, peak)
+    return findings.build(probe, m, argv, _mode(), wall, exit_kind, error, peak, started=started)
 
 
 def main(argv=None):

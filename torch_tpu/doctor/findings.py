@@ -125,7 +125,7 @@ def _finding(kind, title, file, line, count, seconds, detail, fix, **extra):
     return d
 
 
-def build(probe, metrics_end, argv, mode, wall_seconds, exit_kind, error, memory_peak):
+def build(probe, metrics_end, argv, mode, wall_seconds, exit_kind, error, memory_peak, started=None):
     """The report dict (schema.json) of one run."""
     findings = []
     steps = probe.step
@@ -218,12 +218,15 @@ def build(probe, metrics_end, argv, mode, wall_seconds, exit_kind, error, memory
     warm_span = (t1 - probe.warm_time) if warm else 0.0
     steps_per_s = progs_per_step = None
     cuts_per_step = None
+    step_seconds = []
     if steady_steps > 0:
         # the traced step (the first steady one) waits for the device at its
         # start and end: timed without it where there are others
         skip = 1 if probe.traced is not None and steady_steps >= 2 else 0
-        span = probe.step_times[-1] - probe.step_times[WARMUP_STEPS - 1 + skip]
+        timed = probe.step_times[WARMUP_STEPS - 1 + skip:]
+        span = timed[-1] - timed[0]
         steps_per_s = (steady_steps - skip) / span if span > 0 else None
+        step_seconds = [b - a for a, b in zip(timed, timed[1:])]
         progs_per_step = (metrics_end["execute"]["count"] - warm["execute"]["count"]) / steady_steps
         cuts_per_step = {k: (v - warm["cuts"].get(k, 0)) / steady_steps for k, v in metrics_end["cuts"].items()
                          if v - warm["cuts"].get(k, 0)}
@@ -232,7 +235,9 @@ def build(probe, metrics_end, argv, mode, wall_seconds, exit_kind, error, memory
         "steps": steps,
         "warmup_steps": WARMUP_STEPS if have_steps else 0,
         "steady_steps": steady_steps,
+        "warmup_seconds": (probe.warm_time - t0) if warm else None,
         "steps_per_second": steps_per_s,
+        "step_seconds": step_seconds,
         "programs_per_step": progs_per_step,
         "compiles": compiles,
         "compiles_after_warmup": compiles_after,
@@ -247,7 +252,8 @@ def build(probe, metrics_end, argv, mode, wall_seconds, exit_kind, error, memory
     slowest = sorted(programs, key=lambda p: -p["execute_seconds"])[:5]
     report = {
         "schema": SCHEMA_ID,
-        "program": {"argv": list(argv), "exit": exit_kind, "error": error, "wall_seconds": wall_seconds},
+        "program": {"argv": list(argv), "exit": exit_kind, "error": error, "wall_seconds": wall_seconds,
+                    "started": started if started is not None else 0.0},
         "summary": summary,
         "findings": findings,
         "cuts": {"total": {k: v for k, v in metrics_end["cuts"].items() if v}, "per_step": cuts_per_step},

@@ -4,7 +4,9 @@ A ``Probe`` is switched on around the program (``start`` / ``stop``) and
 collects, besides the engine's own counters (``torch.tpu.metrics()``):
 
 - steps: every ``optimizer.step()`` (PyTorch's global optimizer step
-  post-hook) ends a step; the doctor notes its time, and after the warm-up
+  post-hook) ends a step; the doctor notes its time (with ``--sync-steps``
+  after waiting for the device, so that a step's time is its device time and
+  not how far the host ran ahead: what ``--tune`` compares), and after the warm-up
   steps snapshots the engine's metrics so that what happens later is told
   apart from what the first steps compiled.  ``--steps N`` ends the program
   at the N-th step by raising ``StopRun`` there (a BaseException, so a
@@ -185,9 +187,10 @@ _MISSING = object()
 class Probe:
     """Records one run of the user's program (see the module's doc)."""
 
-    def __init__(self, steps=None, seconds=None, timeline=True):
+    def __init__(self, steps=None, seconds=None, timeline=True, sync_steps=False):
         self.max_steps = steps
         self.seconds = seconds
+        self.sync_steps = sync_steps   # wait for the device at each step's end (--sync-steps)
         self.want_timeline = timeline
         self.step = 0                  # optimizer steps completed
         self.step_times = []           # engine clock at the end of each step
@@ -266,6 +269,8 @@ class Probe:
 
     def _after_step(self, optimizer, args, kwargs):
         self.step += 1
+        if self.sync_steps and _C.initialized():
+            _C.synchronize()  # the step's time is then its device time, as bench/run.py's train figure
         now = _C.clock_now()
         self.step_times.append(now)
         if self._tracing:
