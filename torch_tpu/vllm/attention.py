@@ -208,7 +208,10 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
         return output
 
     def _attend(self, query, kv_cache, md, output):
-        t = md.out_index.shape[0]
-        q = query[:t].view(t, self.num_heads, self.head_size)
+        t = md.out_index.shape[0]  # the token bucket; the runner pads its steps to it
+        n = min(t, query.shape[0])
+        q = query[:n].view(n, self.num_heads, self.head_size)
+        if n < t:  # a step vLLM did not pad (its own dummy runs)
+            q = torch.cat([q, q.new_zeros(t - n, self.num_heads, self.head_size)])
         out = ragged.attention(q, kv_cache, md.per, md.out_index, self.scale, self._kv_dtype(query, kv_cache))
-        output[:t].copy_(out.to(output.dtype).view(output[:t].shape))
+        output[:n].copy_(out[:n].to(output.dtype).view(output[:n].shape))

@@ -5,8 +5,8 @@ token ids come back to the host once per step.
 Every program is compiled per shape, so every shape a step can have comes
 from a small fixed set (:func:`bucket`): the step's tokens (T, a power of
 two, at least 8) and its requests (R, a power of two); the attention's
-runtime inputs are padded to sizes of T alone (ragged.py).  To keep the exact counts out of device programs, the
-runner's input preparation (positions, sequence lengths, slot mapping,
+runtime inputs are padded to sizes of T alone (ragged.py).  To keep the
+exact counts out of device programs, the runner's input preparation (positions, sequence lengths, slot mapping,
 block tables, query starts: vLLM's CpuGpuBuffer ``.gpu`` halves and its
 other per-step device tensors) runs on the host: those buffers are host
 tensors here, and only padded tensors go to tpu (input ids and positions
