@@ -304,7 +304,8 @@ def _patch_generation_utils(gu):
         """The cache `generate` returns (or filled, when the caller passed
         one) holds CPU's shapes: its layers are plain DynamicLayers again."""
         out = original_generate(self, *args, **kwargs)
-        for cache in (kwargs.get("past_key_values"), getattr(out, "past_key_values", None)):
+        for cache in (kwargs.get("past_key_values"), kwargs.get("cache"), getattr(out, "past_key_values", None),
+                      getattr(out, "cache", None)):
             if cache is not None:
                 disarm(cache)
         return out
