@@ -218,23 +218,36 @@ def disarm(cache):
             layer.keys, layer.values = keys, values
 
 
-def _wants_true_length(cache, attention_mask, q_length):
-    """The forward under way needs the cache's true length: a 4D mask made
-    for another length than the bucket's (a caller's custom mask; generate
-    makes its 4D masks for the bucket), or attention weights collected for
-    the caller (Transformers' output capturing)."""
-    if getattr(attention_mask, "dim", lambda: 0)() == 4:
-        layers = getattr(cache, "layers", None)
-        if not layers or type(layers[0]) is not _layer_class:
-            return True
-        first = layers[0]
-        return attention_mask.shape[-1] != first._capacity_for(first.get_seq_length() + q_length)
+def _collecting_attentions():
+    """Attention weights are being collected for the caller (Transformers'
+    output capturing, `output_attentions=True`): they must have the true
+    length."""
     try:
         from transformers.utils.output_capturing import _active_collector
         collected = _active_collector.get()
     except Exception:  # an older Transformers: no output capturing
         return False
     return bool(collected) and any("attentions" in k for k in collected)
+
+
+def _holds_plain_positions(cache):
+    """A layer of `cache` is a plain DynamicLayer holding positions (left
+    the bucket before, or filled elsewhere)."""
+    import transformers.cache_utils as cu
+    return any(type(layer) is cu.DynamicLayer and layer.is_initialized for layer in getattr(cache, "layers", ()))
+
+
+def _mask_off_bucket(cache, attention_mask, q_length):
+    """A 4D mask made for another length than the bucket's (a caller's
+    custom mask for the true length; generate makes its 4D masks for the
+    bucket)."""
+    if getattr(attention_mask, "dim", lambda: 0)() != 4:
+        return False
+    layers = getattr(cache, "layers", None)
+    if not layers or type(layers[0]) is not _layer_class:
+        return True
+    first = layers[0]
+    return attention_mask.shape[-1] != first._capacity_for(first.get_seq_length() + q_length)
 
 
 def _patch_cache_utils(cu):
@@ -248,9 +261,13 @@ def _patch_masking_utils(mu):
     @functools.wraps(original)
     def _preprocess_mask_arguments(config, inputs_embeds, attention_mask, cache, *args, **kwargs):
         if cache is not None and _on_tpu(inputs_embeds):
-            arm(cache)
-            if _wants_true_length(cache, attention_mask, inputs_embeds.shape[1]):
-                disarm(cache)
+            four_d = getattr(attention_mask, "dim", lambda: 0)() == 4
+            if _collecting_attentions() or (four_d and _holds_plain_positions(cache)):
+                disarm(cache)  # the true length (no copy into a bucket and back every step)
+            else:
+                arm(cache)
+                if _mask_off_bucket(cache, attention_mask, inputs_embeds.shape[1]):
+                    disarm(cache)
         return original(config, inputs_embeds, attention_mask, cache, *args, **kwargs)
 
     mu._preprocess_mask_arguments = _preprocess_mask_arguments
