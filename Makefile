@@ -368,3 +368,35 @@ bench-serve-load: serve-env
 
 test-serve-load: serve-env
 	$(SERVE_PY) -m pytest -q -x -p no:cacheprovider tests/serve/test_load.py
+
+# ==== RL post-training (issue 39) ================================================
+# TRL's GRPOTrainer on tpu (examples/rl/grpo.py): rollouts by Transformers'
+# generate, or by vLLM in TRL's colocate mode through torch_tpu.vllm.
+# .venv-rl is a venv of .venv-serve's interpreter whose _venv_base.pth runs
+# site.addsitedir on .venv-serve's site-packages (torch, vLLM's CPU build,
+# torch_tpu's development install and its entry points), plus
+# requirements-rl.txt with --no-deps (TRL, datasets and what .venv-serve
+# lacks).  tests/rl compares tpu with a CPU run of the same script: one
+# process, two (torchrun, tpu_dist vs gloo), and vLLM colocate mode.
+RL_VENV := .venv-rl
+RL_PY := $(RL_VENV)/bin/python
+RL_STAMP := $(RL_VENV)/.installed
+SERVE_SITE = $(shell $(SERVE_PY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')
+.PHONY: rl-env test-rl bench-rl
+$(RL_STAMP): requirements-rl.txt | $(SERVE_STAMP)
+	test -x $(RL_PY) || $$($(SERVE_PY) -c 'import sys;print(sys._base_executable)') -m venv $(RL_VENV)
+	echo '*' > $(RL_VENV)/.gitignore
+	echo "import site; site.addsitedir('$(abspath $(SERVE_SITE))')" > \
+	  $$($(RL_PY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')/_venv_base.pth
+	$(RL_PY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-rl.txt \
+	  > $(RL_VENV)/pip.log 2>&1 || { grep -v "is ignored: it is neither" $(RL_VENV)/pip.log | tail -40; exit 1; }
+	$(RL_PY) -c 'import torch, vllm, trl; assert torch.__file__.startswith("$(abspath $(SERVE_SITE))"), torch.__file__'
+	touch $@
+
+rl-env: $(PYEXT) $(SERVE_STAMP) $(RL_STAMP)
+
+test-rl: rl-env
+	$(RL_PY) -m pytest -q -x -p no:cacheprovider --durations=8 tests/rl
+
+bench-rl: rl-env
+	$(RL_PY) bench/rl.py
