@@ -400,3 +400,35 @@ test-rl: rl-env
 
 bench-rl: rl-env
 	$(RL_PY) bench/rl.py
+
+# ==== TorchTPU beside torch_tpu (issue 42) ====
+# bench/torchtpu.py, make bench's torchtpu section, runs Google's TorchTPU
+# 0.2.0 (PyPI torch-tpu) beside torch_tpu on the same XLA CPU plugin.  Both
+# are the Python package torch_tpu, so TorchTPU gets its own venv of .venv's
+# interpreter: requirements-torchtpu.txt with --no-deps (torch 2.13.0 from
+# /opt/wheels, the plugin, TorchTPU and what it imports; not libtpu).
+# Optional: `make bench` tries to build it and goes on without it (the
+# section then names the reason and measures only our side and PyTorch CPU).
+TTPU_VENV := build/torchtpu-venv
+TTPU_PY := $(TTPU_VENV)/bin/python
+TTPU_STAMP := $(TTPU_VENV)/.installed
+.PHONY: torchtpu-env torchtpu-env-optional bench-torchtpu
+$(TTPU_STAMP): requirements-torchtpu.txt | $(STAMP)
+	test -x $(TTPU_PY) || $$($(VPY) -c 'import sys;print(sys._base_executable)') -m venv $(TTPU_VENV)
+	$(TTPU_PY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-torchtpu.txt \
+	  > $(TTPU_VENV)/pip.log 2>&1 || { grep -v "is ignored: it is neither" $(TTPU_VENV)/pip.log | tail -40; exit 1; }
+	cd $(TTPU_VENV) && TORCH_DEVICE_BACKEND_AUTOLOAD=0 \
+	  TPU_LIBRARY_PATH=$$(ls $(abspath $(TTPU_VENV))/lib/python*/site-packages/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so) \
+	  bin/python -c 'import torch, torch_tpu._loader as L; L._init_device("tpu"); \
+	    assert torch.ones(3, device="tpu").sum().item() == 3' > check.log 2>&1 || { tail -20 check.log; exit 1; }
+	touch $@
+
+torchtpu-env: $(TTPU_STAMP)
+
+torchtpu-env-optional:
+	-@$(MAKE) -s torchtpu-env || echo "TorchTPU venv not built: the bench's torchtpu section measures our side only"
+
+bench: torchtpu-env-optional
+
+bench-torchtpu: build torchtpu-env
+	$(VPY) bench/run.py --only torchtpu

@@ -64,6 +64,13 @@ taken in the same process, one after the other):
                steps under `python -m torch_tpu.run` and under
                `python -m torch_tpu.doctor`, fresh processes side by side on
                a warm program cache; loop and process time ratios
+  torchtpu     Google's TorchTPU 0.2.0 beside torch_tpu on the same plugin
+               (bench/torchtpu.py, its venv: `make torchtpu-env`; skipped,
+               with the reason, without it): per-op latency, two 150-op
+               elementwise chains, the bench GPT step with plain-op attention
+               and its cold first step, OpInfo first-sample coverage; ours
+               strict/fused vs its DEFER_NEVER/DEFER_AND_FUSE, PyTorch CPU,
+               fresh processes, ratios ours / theirs
 Each section runs in its own subprocess with a time limit: a missing op, an
 exception or a crash is recorded as the figure's "error" and the harness
 goes on. Ops that ran on the CPU through torch_tpu's fallback during a tpu
@@ -86,7 +93,7 @@ REPO = os.path.dirname(BENCH)
 QUICK = os.environ.get("TORCH_TPU_BENCH_QUICK", "") not in ("", "0")
 
 FIRST = ["first_smollm2", "first_sd", "first_wlm", "first_lstmcell", "first_nanogpt", "first_clone"]
-SECTIONS = ["op_latency", "chain", "chain_arith", "train", "device_checks", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm", "kernels", "cuda_unchanged", "residency", "doctor"] + FIRST
+SECTIONS = ["op_latency", "chain", "chain_arith", "train", "device_checks", "startup", "memory", "import", "transfer", "pjrt", "hf", "dist", "lstm", "kernels", "cuda_unchanged", "residency", "doctor", "torchtpu"] + FIRST
 # names --only accepts for several sections
 GROUPS = {"first": FIRST}
 # seconds each section may take before it is killed (full mode; quick: /2)
@@ -98,6 +105,8 @@ LIMITS = {"op_latency": 120, "chain": 240, "chain_arith": 180, "train": 420, "de
           "residency": 900,
           # bench/doctor.py: 3 (quick, strict) / 7 fresh processes per mode (full: strict and fused, 2-5 min on 2 busy cores)
           "doctor": 900,
+          # bench/torchtpu.py: ~25 fresh processes of two venvs, then an OpInfo sweep per project
+          "torchtpu": 1800,
           # bench/first.py: fresh processes that compile everything (tens of seconds each, several per
           # section); first_clone: `make demo` in a fresh clone gets 15 minutes
           "first_smollm2": 2400, "first_sd": 1200, "first_wlm": 1200, "first_lstmcell": 1200,
@@ -728,6 +737,12 @@ def sec_doctor():
     return doctor.sec_doctor(_measure, QUICK)
 
 
+def sec_torchtpu():
+    sys.path.insert(0, BENCH)
+    import torchtpu
+    return torchtpu.sec_torchtpu(_measure, QUICK, LIMITS["torchtpu"] // (2 if QUICK else 1))
+
+
 def _sec_first(name):
     def sec():
         torch = _torch()
@@ -737,7 +752,7 @@ def _sec_first(name):
     return sec
 
 
-FUNCS = {"doctor": sec_doctor, "residency": sec_residency, "lstm": sec_lstm, "kernels": sec_kernels, "cuda_unchanged": sec_cuda_unchanged, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "device_checks": sec_device_checks, "startup": sec_startup,
+FUNCS = {"torchtpu": sec_torchtpu, "doctor": sec_doctor, "residency": sec_residency, "lstm": sec_lstm, "kernels": sec_kernels, "cuda_unchanged": sec_cuda_unchanged, "hf": sec_hf, "op_latency": sec_op_latency, "chain": sec_chain, "chain_arith": sec_chain_arith, "train": sec_train, "device_checks": sec_device_checks, "startup": sec_startup,
          "memory": sec_memory, "import": sec_import, "transfer": sec_transfer, "pjrt": sec_pjrt, "dist": sec_dist,
          **{name: _sec_first(name) for name in FIRST}}
 
@@ -1001,6 +1016,14 @@ def markdown(results):
         if dor.get("error"):
             notes.append(f"- doctor: {dor['error']}")
         rows.extend(doctor.markdown_rows(dor, _cell))
+
+    ttr = R.get("torchtpu", {})
+    if ttr:
+        sys.path.insert(0, BENCH)
+        import torchtpu
+        if ttr.get("error"):
+            notes.append(f"- torchtpu: {ttr['error']}")
+        rows.extend(torchtpu.markdown_rows(ttr, _cell))
 
     if any(k in R for k in FIRST):
         sys.path.insert(0, BENCH)
