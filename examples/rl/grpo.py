@@ -29,7 +29,7 @@ so its tokens differ from CPU's Mersenne Twister ones).
     make rl-env
     .venv-rl/bin/python examples/rl/grpo.py [--device tpu|cpu] [--rollout generate|vllm]
     .venv-rl/bin/torchrun --nproc-per-node 2 examples/rl/grpo.py      # tpu_dist
-    .venv-rl/bin/accelerate launch --num_processes 2 examples/rl/grpo.py
+    .venv-rl/bin/accelerate launch --multi_gpu --num_processes 2 examples/rl/grpo.py
 
 `--result FILE` writes what a run did (per step: loss, reward, each
 process's completions and rewards; seconds per weight sync) as JSON and the
@@ -106,6 +106,25 @@ class HostGumbel:
         return scores / self.temperature - torch.log(-torch.log(u)).to(scores.device, scores.dtype)
 
 
+@torch.no_grad()
+def engine_vs_trainer(engine, model):
+    """The largest difference between the vLLM engine's weights and the
+    trainer's (vLLM fuses q/k/v and gate/up, and pads the vocabulary)."""
+    mine = dict(model.named_parameters())
+    worst = 0.0
+    for name, p in engine.named_parameters():
+        if "qkv_proj" in name:
+            parts = [mine[name.replace("qkv_proj", x)] for x in ("q_proj", "k_proj", "v_proj")]
+        elif "gate_up_proj" in name:
+            parts = [mine[name.replace("gate_up_proj", x)] for x in ("gate_proj", "up_proj")]
+        else:
+            parts = [mine[name]]
+        want = torch.cat([q.detach().to(p.device, p.dtype) for q in parts])
+        got = p[: want.shape[0]]
+        worst = max(worst, float((got.float() - want.float()).abs().max()))
+    return worst
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", choices=["tpu", "cpu"], default="tpu")
@@ -114,6 +133,11 @@ def main():
     ap.add_argument("--sampling", choices=["device", "host"], default="device")
     ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16",
                     help="bf16: TRL's default (autocast around the loss forward); fp32: no autocast")
+    ap.add_argument("--replay", default=None,
+                    help="roll out the completions a --rollout vllm run recorded in this --result file "
+                         "(a CPU reference for a vLLM run: the same samples, trained here)")
+    ap.add_argument("--is-correction", choices=["on", "off"], default="on",
+                    help="TRL's importance-sampling correction of vLLM rollouts (vLLM runs the model in bf16)")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--num-generations", type=int, default=4)
     ap.add_argument("--batch-size", type=int, default=8, help="completions per process and step")
@@ -144,11 +168,12 @@ def main():
         per_device_train_batch_size=args.batch_size, num_generations=args.num_generations,
         max_completion_length=args.max_completion_length, temperature=1.0, generation_kwargs=gen_kwargs,
         use_vllm=args.rollout == "vllm", vllm_mode="colocate", vllm_gpu_memory_utilization=0.02,
-        vllm_max_model_length=64, dataloader_num_workers=0, disable_tqdm=True,
+        vllm_max_model_length=64, vllm_importance_sampling_correction=args.is_correction == "on",
+        dataloader_num_workers=0, disable_tqdm=True,
     )
     train = Dataset.from_dict({"prompt": PROMPTS})
     record = {"device": args.device, "rollout": args.rollout, "sampling": args.sampling, "steps": [],
-              "completions": [], "sync_s": []}
+              "completions": [], "sync_s": [], "syncs": [], "rollouts": []}
 
     def reward(completions, completion_ids=None, **kwargs):
         r = digit_reward(completions)
@@ -156,8 +181,20 @@ def main():
         return r
     reward.__name__ = "digit_reward"
 
+    rollout_func = None
+    if args.replay:
+        rank = int(os.environ.get("RANK", "0"))
+        path = args.replay if int(os.environ.get("WORLD_SIZE", "1")) == 1 else f"{args.replay}.rank{rank}"
+        recorded = iter(json.load(open(path))["rollouts"])
+
+        def rollout_func(prompts, trainer):
+            r = next(recorded)
+            if tok.batch_decode(r["prompt_ids"]) != list(prompts):
+                raise SystemExit(f"--replay {path}: this run's prompts differ from the recorded run's")
+            return {"prompt_ids": r["prompt_ids"], "completion_ids": r["completion_ids"], "logprobs": None}
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     trainer = GRPOTrainer(model=model, args=cfg, train_dataset=train, processing_class=tok,
-                          reward_funcs=[reward, no_space_reward])
+                          reward_funcs=[reward, no_space_reward], rollout_func=rollout_func)
     acc = trainer.accelerator
     if args.sampling == "host":
         inner = acc.unwrap_model(trainer.model)
@@ -171,13 +208,35 @@ def main():
     if args.rollout == "vllm":
         vg = trainer.vllm_generation
         plain_sync = vg.sync_weights
+        engine = vg.llm.llm_engine.model_executor.driver_worker.model_runner.model
+        record["engine"] = {"device": str(next(engine.parameters()).device),
+                            "dtype": str(next(engine.parameters()).dtype).removeprefix("torch.")}
 
         def timed_sync():
+            on_tpu = next(engine.parameters()).device.type == "tpu"
+            if on_tpu:
+                torch.accelerator.synchronize()
+                torch.tpu.reset_metrics()
+            ptrs = [p.data_ptr() for p in engine.parameters()]
             t = time.perf_counter()
             plain_sync()
-            torch.accelerator.synchronize() if args.device == "tpu" else None
+            if on_tpu:
+                torch.accelerator.synchronize()
             record["sync_s"].append(time.perf_counter() - t)
+            sync = {"in_place": ptrs == [p.data_ptr() for p in engine.parameters()],
+                    "engine_vs_trainer": engine_vs_trainer(engine, acc.unwrap_model(trainer.model))}
+            if on_tpu:
+                sync["transfers"] = torch.tpu.metrics()["transfer"]
+            record["syncs"].append(sync)
         vg.sync_weights = timed_sync
+        plain_generate_vllm = vg.generate
+
+        def recorded_generate(prompts, *a, **kw):
+            out = plain_generate_vllm(prompts, *a, **kw)
+            record["rollouts"].append({"prompt_ids": [list(p) for p in prompts],
+                                       "completion_ids": [list(c) for c in out[1]]})
+            return out
+        vg.generate = recorded_generate
 
     print(f"GRPO on {acc.device}, {acc.num_processes} process(es), rollouts by {args.rollout}")
     t0 = time.perf_counter()
