@@ -401,6 +401,57 @@ test-rl: rl-env
 bench-rl: rl-env
 	$(RL_PY) bench/rl.py
 
+# ==== SGLang (issue 39) ====
+# .venv-sglang holds SGLang 0.5.23 (pinned in requirements-sglang.txt, no
+# dependency resolution, no CUDA wheels, the local CPU torch) and torch_tpu
+# from this checkout (the same development install and _C build as .venv,
+# with the `sglang.srt.platforms` entry point).  SGLang resolves its platform
+# to torch_tpu.sglang's when tpu is the accelerator; SGLANG_PLATFORM=tpu
+# insists on it.  The model directory is `make serve-env`'s, written by the
+# same tool from this environment.
+SGLANG_VENV := .venv-sglang
+SGLANG_PY := $(SGLANG_VENV)/bin/python
+SGLANG_STAMP := $(SGLANG_VENV)/.installed
+SGLANG_MODEL ?= $(BUILD)/models/SmolLM2-135M-Instruct
+SGLANG_PORT ?= 30000
+# SGLang's static memory (weights + KV pool) is SGLANG_MEM_FRACTION of the
+# device's memory, on the CPU plugin this machine's RAM; the KV pool is
+# capped at SGLANG_MAX_TOKENS tokens.  float32: the model's own dtype (SGLang
+# would serve a float32 checkpoint in float16).
+SGLANG_MEM_FRACTION ?= 0.1
+SGLANG_MAX_TOKENS ?= 16384
+SGLANG_MAX_LEN ?= 2048
+SGLANG_DTYPE ?= float32
+SGLANG_ARGS ?=
+
+.PHONY: sglang-env sglang-model serve-sglang test-sglang
+
+$(SGLANG_STAMP): requirements-sglang.txt tools/dev_install.py
+	test -x $(SGLANG_PY) || $(PY) -m venv $(SGLANG_VENV)
+	$(SGLANG_PY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-sglang.txt \
+	  > $(SGLANG_VENV)/pip.log 2>&1 || { grep -v "is ignored: it is neither" $(SGLANG_VENV)/pip.log | tail -40; exit 1; }
+	$(SGLANG_PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	$(SGLANG_PY) tools/dev_install.py
+	touch $@
+
+# tools/serve_model.py returns at once when the directory is written.
+sglang-model: | $(SGLANG_STAMP)
+	@HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 $(SGLANG_PY) tools/serve_model.py $(SGLANG_MODEL)
+
+sglang-env: $(PYEXT) $(SGLANG_STAMP) sglang-model
+
+# SGLang's OpenAI-compatible server on 127.0.0.1:$(SGLANG_PORT), on tpu.
+serve-sglang: sglang-env
+	SGLANG_PLATFORM=tpu $(SGLANG_PY) -m sglang.launch_server --model-path $(SGLANG_MODEL) \
+	  --host 127.0.0.1 --port $(SGLANG_PORT) --dtype $(SGLANG_DTYPE) \
+	  --mem-fraction-static $(SGLANG_MEM_FRACTION) --max-total-tokens $(SGLANG_MAX_TOKENS) \
+	  --context-length $(SGLANG_MAX_LEN) $(SGLANG_ARGS)
+
+# The plugin in process, then a server on loopback: greedy completions ==
+# Transformers' generate on CPU, token for token.
+test-sglang: sglang-env
+	$(SGLANG_PY) -m pytest -q -x -p no:cacheprovider --durations=8 tests/sglang
+
 # ==== TorchTPU beside torch_tpu (issue 42) ====
 # bench/torchtpu.py, make bench's torchtpu section, runs Google's TorchTPU
 # 0.2.0 (PyPI torch-tpu) beside torch_tpu on the same XLA CPU plugin.  Both

@@ -1,0 +1,98 @@
+"""SGLang serves on tpu: `python -m sglang.launch_server` with torch_tpu's
+platform plugin answers OpenAI completions, greedy, token for token as
+Transformers' generate on CPU (float32 both)."""
+import concurrent.futures
+import importlib.util
+import os
+
+import pytest
+
+from sglang_server import DEFAULT_MODEL, Server
+
+if importlib.util.find_spec("sglang") is None:
+    pytest.skip("sglang is not installed here (its environment is .venv-sglang: make sglang-env)",
+                allow_module_level=True)
+if not os.path.exists(os.path.join(DEFAULT_MODEL, "config.json")):
+    pytest.skip(f"no model at {DEFAULT_MODEL} (make sglang-env writes it)", allow_module_level=True)
+
+import torch  # noqa: E402
+
+if not (hasattr(torch, "tpu") and torch.tpu.is_available()):
+    pytest.skip("tpu is not available (torch_tpu did not load)", allow_module_level=True)
+
+PROMPTS = [
+    "The capital of France is",
+    "def fibonacci(n):",
+    "Once upon a time, in a small village by the sea,",
+]
+MAX_TOKENS = 12
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server()
+    try:
+        yield s.wait_ready()
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """Greedy continuation of a prompt's token ids by Transformers on CPU."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(DEFAULT_MODEL, dtype=torch.float32).eval()
+    eos = model.generation_config.eos_token_id
+    eos = set(eos if isinstance(eos, list) else [eos])
+
+    def generate(prompt_ids, max_tokens):
+        ids = torch.tensor([prompt_ids])
+        with torch.no_grad():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_tokens,
+                                 do_sample=False, pad_token_id=min(eos))
+        return out[0, len(prompt_ids):].tolist()
+
+    generate.eos = eos
+    return generate
+
+
+def complete(server, prompt, max_tokens=MAX_TOKENS):
+    status, body = server.request("/v1/completions", {
+        "model": "default", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+        "return_token_ids": True})
+    assert status == 200, body
+    return body
+
+
+def check_choice(choice, reference):
+    ids = choice["token_ids"]
+    want = reference(choice["prompt_token_ids"], MAX_TOKENS)
+    if want and want[-1] in reference.eos:  # generate keeps the EOS it stopped on
+        ids = ids[:len(want)]
+    assert ids == want, (choice["text"], ids, want)
+
+
+def test_platform_is_tpu(server):
+    log = server.log_text()
+    assert "'device': 'tpu'" in log and "'attention_backend': 'torch_native'" in log
+    assert "tpu: LlamaForCausalLM weights on tpu:0 (float32)" in log
+
+
+def test_greedy_completion_matches_transformers(server, reference):
+    body = complete(server, PROMPTS[0])
+    (choice,) = body["choices"]
+    assert choice["text"].strip(), body
+    check_choice(choice, reference)
+
+
+def test_batched_prompts_match_transformers(server, reference):
+    """Several prompts of different lengths in one request (prefilled and
+    decoded together) and two requests in flight at once."""
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        batch = pool.submit(complete, server, PROMPTS)
+        single = pool.submit(complete, server, PROMPTS[1])
+        choices = batch.result()["choices"] + single.result()["choices"]
+    assert len(choices) == len(PROMPTS) + 1
+    for choice in choices:
+        check_choice(choice, reference)

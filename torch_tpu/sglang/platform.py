@@ -1,0 +1,93 @@
+"""The tpu platform for SGLang (an out-of-tree ``SRTPlatform``)."""
+import logging
+
+import torch
+from sglang.srt.platforms.interface import PlatformCapabilities, PlatformEnum, SRTPlatform
+
+from . import patches
+
+logger = logging.getLogger(__name__)
+patches.apply_at_import()
+
+
+class TpuSRTPlatform(SRTPlatform):
+    _enum = PlatformEnum.OOT
+    device_name: str = "tpu"
+    device_type: str = "tpu"
+    # No Triton kernels (core then uses its torch-native allocator and
+    # req-to-token writers), no CUDA graphs, no piecewise compilation: the
+    # model runs eagerly on tpu, every op a program the engine caches.
+    capabilities = PlatformCapabilities()
+
+    # ---- configuration ----------------------------------------------------
+
+    def apply_server_args_defaults(self, server_args) -> None:
+        # SGLang's torch-native paths: attention with SDPA over the paged
+        # cache, sampling with torch ops, no CUDA graphs, no overlap of the
+        # scheduler with the device (its stream/event juggling is CUDA's).
+        server_args.attention_backend = "torch_native"
+        server_args.sampling_backend = "pytorch"
+        server_args.disable_cuda_graph = True
+        server_args.disable_overlap_schedule = True
+
+    def get_default_attention_backend(self) -> str:
+        return "torch_native"
+
+    def get_compile_backend(self, mode=None) -> str:
+        return "tpu"  # torch_tpu's Dynamo backend (torch_dynamo_backends entry point)
+
+    def get_dispatch_key_name(self) -> str:
+        return "native"  # BaseFusedOp: each op's forward_native (torch ops)
+
+    # ---- device -------------------------------------------------------------
+
+    def get_device(self, device_id=None):
+        return "tpu" if device_id is None else f"tpu:{device_id}"
+
+    def set_device(self, device) -> None:
+        torch.tpu.set_device(device)
+
+    def get_device_name(self, device_id: int = 0) -> str:
+        return torch.tpu.get_device_name(device_id)
+
+    def get_device_uuid(self, device_id: int = 0) -> str:
+        return f"tpu-{device_id}"
+
+    def get_device_capability(self, device_id: int = 0):
+        return None
+
+    def get_device_total_memory(self, device_id: int = 0) -> int:
+        return int(torch.accelerator.get_memory_info(torch.device("tpu", device_id))[1])
+
+    def get_current_memory_usage(self, device=None) -> float:
+        return float(torch.accelerator.memory_allocated(device or torch.device("tpu", torch.tpu.current_device())))
+
+    def get_available_memory(self, device_id: int = 0):
+        free, total = torch.accelerator.get_memory_info(torch.device("tpu", device_id))
+        return int(free), int(total)
+
+    def empty_cache(self) -> None:
+        torch.tpu.empty_cache()
+
+    def synchronize(self) -> None:
+        torch.tpu.synchronize()
+
+    def is_pin_memory_available(self, device=None) -> bool:
+        return False  # pinned host memory means nothing to a PJRT transfer
+
+    @classmethod
+    def inference_mode(cls):
+        return torch.no_grad()
+
+    def post_load_model(self, model: torch.nn.Module) -> None:
+        devices = sorted({str(p.device) for p in model.parameters()})
+        dtypes = sorted({str(p.dtype).replace("torch.", "") for p in model.parameters()})
+        logger.info("tpu: %s weights on %s (%s)", type(model).__name__, ", ".join(devices), ", ".join(dtypes))
+
+    # ---- distributed --------------------------------------------------------
+
+    def get_torch_distributed_backend_str(self) -> str:
+        return "gloo"
+
+    def get_group_coordinator_device(self, local_rank: int) -> torch.device:
+        return torch.device("tpu", local_rank)
