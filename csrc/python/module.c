@@ -94,7 +94,12 @@ static PyObject *py_flush_block(PyObject *self, PyObject *arg) {
 }
 
 static PyObject *py_hold_flush(PyObject *self, PyObject *unused) {
-  tpu_rt_hold_flush();
+  tpu_status_t st = tpu_rt_hold_flush();
+  if (st) { /* the hold is taken: the caller's release still balances it */
+    PyObject *r = raise_status(st);
+    tpu_status_free(tpu_rt_release_flush());
+    return r;
+  }
   Py_RETURN_NONE;
 }
 
@@ -187,8 +192,8 @@ static PyObject *py_programs(PyObject *self, PyObject *args) {
     int n = tpu_rt_programs(first, buf, 64);
     for (int i = 0; i < n; i++) {
       tpu_rt_program_info_t *p = &buf[i];
-      PyObject *d = Py_BuildValue("{s:K,s:s,s:i,s:i,s:s,s:d,s:L,s:d,s:O,s:s}", "key", (unsigned long long)p->key,
-                                  "name", p->name, "ops", p->ops, "inputs", p->inputs, "source",
+      PyObject *d = Py_BuildValue("{s:K,s:s,s:i,s:i,s:i,s:s,s:d,s:L,s:d,s:O,s:s}", "key", (unsigned long long)p->key,
+                                  "name", p->name, "ops", p->ops, "inputs", p->inputs, "outputs", p->outputs, "source",
                                   p->source == TPU_PROGRAM_DISK ? "disk" : "compiled", "seconds", p->seconds,
                                   "executions", (long long)p->executions, "execute_seconds", p->execute_seconds,
                                   "recompile", p->recompile ? Py_True : Py_False, "cause", p->cause);

@@ -443,15 +443,27 @@ tpu_status_t flush_all(tpu_rt_cut_t why) {
 
 tpu_status_t maybe_flush_after_op(tpu_graph_t *g) {
   if (R.mode != TPU_MODE_FUSED && !R.hold) return graph_flush(g, TPU_CUT_OP);
-  if (g->nnodes >= R.fused_max_nodes) return graph_flush(g, TPU_CUT_SIZE);
-  if (!R.hold && loop_cut_due(g)) return graph_flush(g, TPU_CUT_LOOP);
+  if (g->nnodes >= R.fused_max_nodes) g->cut_due = TPU_CUT_SIZE + 1;
+  else if (!R.hold && loop_cut_due(g)) g->cut_due = TPU_CUT_LOOP + 1;
   return NULL;
 }
 
-void tpu_rt_hold_flush(void) {
+tpu_status_t cut_if_due(tpu_graph_t *g) {
+  if (!g->cut_due || (R.hold && g->cut_due != TPU_CUT_SIZE + 1)) return NULL;
+  tpu_rt_cut_t why = (tpu_rt_cut_t)(g->cut_due - 1);
+  g->cut_due = 0;
+  return R.mode == TPU_MODE_FUSED ? graph_flush(g, why) : NULL;
+}
+
+tpu_status_t tpu_rt_hold_flush(void) {
   LOCK();
+  tpu_status_t st = NULL;
+  if (!R.hold && R.initialized) /* a cut due at the end of the last op is made before this one */
+    for (int d = 0; d < TPU_PJRT_MAX_DEVICES && !st; d++)
+      if (R.graphs[d].ready) st = cut_if_due(&R.graphs[d]);
   R.hold++;
   UNLOCK();
+  return st;
 }
 
 tpu_status_t tpu_rt_release_flush(void) {
@@ -460,9 +472,9 @@ tpu_status_t tpu_rt_release_flush(void) {
   if (R.hold > 0 && --R.hold == 0 && R.initialized) {
     if (R.mode != TPU_MODE_FUSED) {
       st = flush_all(TPU_CUT_OP);
-    } else { /* a loop of in-place ops (randn, add_) is cut where it ends */
-      for (int d = 0; d < TPU_PJRT_MAX_DEVICES && !st; d++)
-        if (R.graphs[d].ready && loop_cut_due(&R.graphs[d])) st = graph_flush(&R.graphs[d], TPU_CUT_LOOP);
+    } else { /* a loop of in-place ops (randn, add_) is cut where it ends (at the next op) */
+      for (int d = 0; d < TPU_PJRT_MAX_DEVICES; d++)
+        if (R.graphs[d].ready && loop_cut_due(&R.graphs[d])) R.graphs[d].cut_due = TPU_CUT_LOOP + 1;
     }
   }
   UNLOCK();

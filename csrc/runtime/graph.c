@@ -58,6 +58,7 @@ void graph_discard(tpu_graph_t *g) {
   for (int i = 0; i < g->ninputs; i++) value_release(g->inputs[i]);
   g->nnodes = 0;
   g->ninputs = 0;
+  g->cut_due = 0;
   g->hash = TPU_HASH_SEED;
   g->epoch++;
   if (g->ready) tpu_arena_reset(&g->arena);

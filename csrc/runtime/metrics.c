@@ -246,6 +246,7 @@ static desc_t *desc_make(const tpu_graph_t *g, const int *live_node, const int *
   program_name(g, d->name, sizeof(d->name));
   d->ops = n;
   d->ninputs_all = ni;
+  d->nkept = nlive;
   pthread_mutex_lock(&M.lock);
   int full = M.desc_bytes < DESC_MAX_BYTES;
   pthread_mutex_unlock(&M.lock);
@@ -273,6 +274,7 @@ static desc_t *desc_make(const tpu_graph_t *g, const int *live_node, const int *
       program_name(g, d->name, sizeof(d->name));
       d->ops = n;
       d->ninputs_all = ni;
+      d->nkept = nlive;
     }
     return d;
   }
@@ -527,6 +529,7 @@ void metrics_program_made(uint64_t key, tpu_program_desc_t *d, tpu_rt_program_so
       snprintf(r->info.name, sizeof(r->info.name), "%s", d->name);
       r->info.ops = d->ops;
       r->info.inputs = d->ninputs_all;
+      r->info.outputs = d->nkept;
       r->hnext = M.by_key[key % PROG_BUCKETS];
       M.by_key[key % PROG_BUCKETS] = r;
       M.recs[M.nrecs++] = r;

@@ -84,6 +84,7 @@ typedef struct tpu_rt_program_info {
   char name[128];     /* "add", or "143 ops: mm+add+softmax+mul+..." */
   int ops;            /* nodes of its graph */
   int inputs;
+  int outputs;        /* the graph's values it hands back (live after the cut) */
   tpu_rt_program_source_t source;
   double seconds;     /* compile or load */
   int64_t executions;

@@ -211,6 +211,11 @@ tpu_status_t tpu_rt_op_on(int device_if_none, const tpu_op_rule_t *rule, const t
     return st;
   }
   tpu_graph_t *g = graph_of(device);
+  st = cut_if_due(g);
+  if (st) {
+    UNLOCK();
+    return st;
+  }
   int mark = g->nnodes;
   tpu_ref_t refs[TPU_OP_MAX_INPUTS];
   for (int i = 0; i < nin && !st; i++) st = input_ref(g, &inputs[i], &refs[i]);
@@ -253,6 +258,11 @@ tpu_status_t tpu_rt_write(tpu_storage_t *dst, const tpu_view_t *dst_view, const 
                            device, src->storage->device);
   }
   tpu_graph_t *g = graph_of(device);
+  st = cut_if_due(g);
+  if (st) {
+    UNLOCK();
+    return st;
+  }
   /* Whole-storage overwrite by an identity view of the same size and type:
    * share the value, no program. */
   int64_t numel = 1;

@@ -236,8 +236,10 @@ tpu_status_t tpu_rt_flush(tpu_rt_cut_t why);
 /* One op made of several recorded steps (an in-place or out= kernel: the op,
  * then the write into its target): between hold and release, strict and
  * debug mode do not flush after each step, and release flushes, so the op is
- * one program, in which the target's old value can be donated.  Nests. */
-void tpu_rt_hold_flush(void);
+ * one program, in which the target's old value can be donated.  Nests.
+ * hold makes a cut that fell due at the end of the last op (fused mode); the
+ * hold is taken even when that fails. */
+tpu_status_t tpu_rt_hold_flush(void);
 tpu_status_t tpu_rt_release_flush(void);
 /* Runs the pending graph of one device. */
 tpu_status_t tpu_rt_flush_device(int device);

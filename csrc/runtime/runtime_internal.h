@@ -118,6 +118,12 @@ typedef struct tpu_graph {
   int nnodes, cap_nodes;
   uint64_t epoch;
   uint64_t hash;
+  /* fused: a size or loop cut fell due at the end of the last op; it is
+   * made when the next op starts recording (cut_if_due), when the
+   * temporaries of the statement that op ended are gone: cutting inside
+   * the op made them outputs too, and XLA recomputed the chain once per
+   * output (a 150-op sin chain ran 3x slower fused than strict). */
+  int cut_due; /* a tpu_rt_cut_t + 1; 0: none */
   double rec_start; /* while tracing: when its first op was recorded (trace.h) */
   uint64_t rec_tag; /* and the recording thread's tag then */
 } tpu_graph_t;
@@ -208,6 +214,8 @@ const char *launch_last_error(void);
 void launch_start(int nthreads);
 void launch_shutdown(void);
 tpu_status_t maybe_flush_after_op(tpu_graph_t *g);
+/* Makes the cut maybe_flush_after_op left due, unless a flush hold is on. */
+tpu_status_t cut_if_due(tpu_graph_t *g);
 /* device-side checks (execute.c): the device's state as an argument, and
  * the new state after a program; read at host waits. */
 tpu_status_t err_state_buffer(int dev, tpu_pjrt_buffer_t **out);
