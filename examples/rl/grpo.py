@@ -159,6 +159,8 @@ def main():
     tok.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
 
+    if args.sampling == "host" and args.rollout == "vllm":
+        ap.error("--sampling host is for --rollout generate (vLLM samples in its engine)")
     gen_kwargs = None
     if args.sampling == "host":
         gen_kwargs = {"do_sample": False}

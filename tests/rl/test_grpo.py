@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "examples", "rl", "grpo.py")
-COMMON = ["--sampling", "host", "--steps", "3"]
+COMMON = ["--steps", "3"]
 
 
 def _run(argv, out, timeout=420):
@@ -40,6 +40,11 @@ def _run(argv, out, timeout=420):
 
 def _script(device, result, *extra):
     return [sys.executable, SCRIPT, "--device", device, "--result", str(result), *COMMON, *extra]
+
+
+def _generate(device, result, *extra):
+    """A run whose rollouts are generate's, sampled with host noise."""
+    return _script(device, result, "--sampling", "host", *extra)
 
 
 def _load(result, rank=None):
@@ -98,7 +103,7 @@ def test_grpo_generate_one_process_matches_cpu(tmp_path, initial_params):
     """Rollouts by Transformers' generate on tpu, float32: the same samples,
     rewards, losses and final parameters as the CPU."""
     for device in ("cpu", "tpu"):
-        _run(_script(device, tmp_path / f"{device}.json", "--precision", "fp32"), tmp_path)
+        _run(_generate(device, tmp_path / f"{device}.json", "--precision", "fp32"), tmp_path)
     cpu, tpu = _load(tmp_path / "cpu.json"), _load(tmp_path / "tpu.json")
     diffs = _compare_steps(cpu, tpu, loss_atol=1e-6, rel=1e-5)
     print("generate, 1 process, fp32, |tpu - cpu| per step:", diffs)
@@ -110,7 +115,7 @@ def test_grpo_generate_bf16_autocast_matches_cpu(tmp_path, initial_params):
     bf16 roundings of tpu and CPU matmuls differ (accumulation order), so
     log-probs differ by ~1e-3 and the tolerances are bf16's."""
     for device in ("cpu", "tpu"):
-        _run(_script(device, tmp_path / f"{device}.json", "--precision", "bf16"), tmp_path)
+        _run(_generate(device, tmp_path / f"{device}.json", "--precision", "bf16"), tmp_path)
     cpu, tpu = _load(tmp_path / "cpu.json"), _load(tmp_path / "tpu.json")
     diffs = _compare_steps(cpu, tpu, loss_atol=2e-3, rel=5e-3)
     print("generate, 1 process, bf16 autocast, |tpu - cpu| per step:", diffs)
@@ -129,10 +134,10 @@ def test_grpo_generate_two_processes_match_cpu(tmp_path, initial_params):
     cpu_res, tpu_res = tmp_path / "cpu.json", tmp_path / "tpu.json"
     args = ["--precision", "fp32", "--batch-size", "4"]
     _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-          *_script("cpu", cpu_res, *args)[1:]], tmp_path)
+          *_generate("cpu", cpu_res, *args)[1:]], tmp_path)
     log = _run([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
                 "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                *_script("tpu", tpu_res, *args)[1:]], tmp_path)
+                *_generate("tpu", tpu_res, *args)[1:]], tmp_path)
     assert "GRPO on tpu:0, 2 process(es)" in log and "GRPO on tpu:1, 2 process(es)" in log, log
     for rank in range(2):
         diffs = _compare_steps(_load(cpu_res, rank), _load(tpu_res, rank), loss_atol=1e-6, rel=1e-5)
