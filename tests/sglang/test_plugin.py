@@ -25,16 +25,19 @@ def run(code):
     return out.stdout.strip().splitlines()[-1]
 
 
-def test_entry_point_is_declared():
-    eps = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="sglang.srt.platforms")}
-    assert eps.get("tpu") == "torch_tpu.sglang:activate"
+def test_entry_points_are_declared():
+    def group(name):
+        return {ep.name: ep.value for ep in importlib.metadata.entry_points(group=name)}
+
+    assert group("sglang.srt.platforms").get("tpu") == "torch_tpu.sglang:activate"
+    assert group("sglang.srt.plugins").get("tpu") == "torch_tpu.sglang:register_hooks"
 
 
 def test_sglang_resolves_the_tpu_platform():
     line = run("import torch; from sglang.srt.platforms import current_platform as p; "
                "print(type(p).__name__, p.device_type, p.get_default_attention_backend(), "
                "p.capabilities.graph_capture, p.get_torch_distributed_backend_str(), p.get_device())")
-    assert line == "TpuSRTPlatform tpu torch_native False gloo tpu"
+    assert line == "TpuSRTPlatform tpu torch_native False tpu_dist tpu"
 
 
 def test_left_out_packages_stay_absent():

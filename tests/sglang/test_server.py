@@ -4,6 +4,7 @@ Transformers' generate on CPU (float32 both)."""
 import concurrent.futures
 import importlib.util
 import os
+import re
 
 import pytest
 
@@ -96,3 +97,13 @@ def test_batched_prompts_match_transformers(server, reference):
     assert len(choices) == len(PROMPTS) + 1
     for choice in choices:
         check_choice(choice, reference)
+
+
+def test_regex_constrained_completion(server):
+    """Structured output (xgrammar's token bitmask, applied on the host for
+    tpu logits: torch_tpu/sglang/patches.py)."""
+    status, body = server.request("/v1/completions", {
+        "model": "default", "prompt": "The year the Eiffel Tower was finished:", "max_tokens": 6,
+        "temperature": 0, "regex": "[0-9]{4}"})
+    assert status == 200, body
+    assert re.fullmatch("[0-9]{4}", body["choices"][0]["text"]), body

@@ -8,9 +8,13 @@ in each of its processes); it answers the qualified name of
 else None (SGLang then picks its own platform).  ``SGLANG_PLATFORM=tpu``
 selects it by name (an error, not another platform, when tpu is absent).
 
-The platform module applies :mod:`torch_tpu.sglang.patches` when SGLang
-imports it.  No ``sglang.srt.plugins`` entry point: SGLang runs those after
-its modules are imported, too late for the one patch needed.
+What SGLang needs changed for tpu is in :mod:`torch_tpu.sglang.patches`,
+applied only when tpu is SGLang's platform: at import (the platform module
+applies it when SGLang imports it), and as hooks registered through the
+``sglang.srt.plugins`` entry point (``tpu = torch_tpu.sglang:register_hooks``;
+SGLang runs it in each of its processes before serving, and applies the
+hooks with its HookRegistry).  ``SGLANG_PLUGINS`` without ``tpu`` leaves the
+hooks out.
 
 Nothing here imports SGLang: the package stays importable without it.
 """
@@ -38,3 +42,15 @@ def activate():
         return None
     return PLATFORM if active else None
 
+
+
+def register_hooks():
+    """Entry point of the ``sglang.srt.plugins`` group."""
+    from sglang.srt.platforms import current_platform
+
+    from .platform import TpuSRTPlatform
+
+    if isinstance(current_platform, TpuSRTPlatform):
+        from . import patches
+
+        patches.register_hooks()

@@ -17,6 +17,16 @@ every SGLang process, before anything below is imported):
   the module is done, so to everyone else (Transformers' availability checks,
   ``try: import torchvision``) the packages stay absent.  Text models never
   call them.
+
+Registered as SGLang hooks (``register_hooks``, through the
+``sglang.srt.plugins`` entry point, applied by SGLang's HookRegistry):
+
+- ``XGrammarGrammar.apply_vocab_mask`` (structured output: regex, JSON
+  schema, EBNF) picks a kernel by the logits' device type (Triton on cuda,
+  sgl_kernel_npu on npu, xgrammar's CPU kernel on cpu) and raises
+  "Unsupported device" for any other.  On tpu the step's logits go to the
+  host, xgrammar's CPU kernel masks them, and they come back: one [requests,
+  vocabulary] round trip per step of a constrained batch.
 """
 import importlib.abc
 import importlib.machinery
@@ -137,3 +147,20 @@ def absent_modules():
 
 def apply_at_import():
     absent_modules()
+
+
+def _apply_vocab_mask(original, self, logits, vocab_mask):
+    if logits.device.type != "tpu":
+        return original(self, logits=logits, vocab_mask=vocab_mask)
+    from xgrammar import apply_token_bitmask_inplace
+
+    host = logits.cpu()
+    apply_token_bitmask_inplace(host, vocab_mask.cpu(), backend="cpu")
+    logits.copy_(host)
+
+
+def register_hooks():
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register("sglang.srt.constrained.xgrammar_backend.XGrammarGrammar.apply_vocab_mask",
+                          _apply_vocab_mask, HookType.AROUND)

@@ -87,7 +87,10 @@ class TpuSRTPlatform(SRTPlatform):
     # ---- distributed --------------------------------------------------------
 
     def get_torch_distributed_backend_str(self) -> str:
-        return "gloo"
+        # torch_tpu's c10d backend (tpu and cpu tensors): SGLang's device
+        # groups hold tpu tensors (the sampler's token-id all_reduce under
+        # structured output, for one); gloo has no tpu device.
+        return "tpu_dist"
 
     def get_group_coordinator_device(self, local_rank: int) -> torch.device:
         return torch.device("tpu", local_rank)
