@@ -167,3 +167,32 @@ def test_out_dtype_must_match_for_gather_and_cast_elsewhere():
     out = torch.empty(2, 2, dtype=torch.float64, device="tpu")
     torch.add(x.to("tpu"), 1, out=out)  # add casts into a wider out, as on CPU
     torch.testing.assert_close(out.cpu(), torch.full((2, 2), 2.0, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("index", [torch.tensor([5]), torch.tensor([-6]), (torch.tensor([0]), torch.tensor([3]))],
+                         ids=["past_end", "before_start", "second_dim"])
+def test_host_index_out_of_bounds_raises_at_the_op(index):
+    # an index still on the host is checked there, as CPU does: IndexError
+    # at the op, no host wait needed (device indices raise at the next wait)
+    x = torch.randn(5, 3)
+    with pytest.raises(IndexError) as cpu_exc:
+        x[index]
+    t = x.to("tpu")
+    with pytest.raises(IndexError) as tpu_exc:
+        t[index]
+    assert str(tpu_exc.value) == str(cpu_exc.value)
+    with pytest.raises(IndexError):
+        t[index] = 1.0
+    torch.testing.assert_close(t.cpu(), x)  # nothing written, no error left pending
+
+
+def test_in_place_elu_with_negative_alpha_refuses_backward():
+    for fn in (lambda a: torch.nn.functional.elu_(a, alpha=-2), lambda a: torch.nn.functional.celu_(a, alpha=-2)):
+        msgs = []
+        for dev in ("cpu", "tpu"):
+            a = torch.tensor([-1.0, 1.0], device=dev, requires_grad=True)
+            b = fn(a.clone())
+            with pytest.raises(RuntimeError) as e:
+                b.backward(torch.ones(2, device=dev))
+            msgs.append(str(e.value))
+        assert "negative slope" in msgs[1] and msgs[1] == msgs[0]

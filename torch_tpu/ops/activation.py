@@ -119,6 +119,11 @@ def leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
 
 @register("elu_backward", out="elu_backward.grad_input")
 def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result):
+    if is_result and float(alpha) < 0:  # CPU's check, word for word (elu_ / celu_ with alpha < 0)
+        raise RuntimeError(
+            "In-place elu backward calculation is triggered with a negative slope which is not supported. "
+            "This is caused by calling in-place forward function with a negative slope, please call out-of-place "
+            "version instead.")
     dt = _bwd_dt(grad_output, self_or_result)
     return ew("elu_backward", [grad_output, self_or_result, coef(alpha, dt), coef(scale, dt),
                                  coef(input_scale, dt)], dt, int(bool(is_result)))

@@ -283,6 +283,8 @@ def _adv_indices(self, indices):
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         if dim >= self.dim():
             raise IndexError(f"too many indices for tensor of dimension {self.dim()} (got {dim + 1})")
+        if idx.device.type == "cpu":
+            _host_bounds_check(idx, dim, self.shape[dim])
         idx = _dev(idx, self)
         flags.append(1)
         tensors.append(idx)
@@ -290,6 +292,18 @@ def _adv_indices(self, indices):
     if dim > self.dim():
         raise IndexError(f"too many indices for tensor of dimension {self.dim()} (got {dim})")
     return flags, tensors
+
+
+def _host_bounds_check(idx, dim, size):
+    """An index that is still on the host (a CPU tensor, a Python list) is
+    checked there, at the op, as CPU does: IndexError naming the first value
+    out of bounds.  Device indices are checked on the device (reported at
+    the next host wait, as CUDA's device-side assert)."""
+    if idx.numel() == 0:
+        return
+    bad = (idx >= size) | (idx < -size)
+    if bad.any():
+        raise IndexError(f"index {int(idx[bad].reshape(-1)[0])} is out of bounds for dimension {dim} with size {size}")
 
 
 @register("aten::index.Tensor", out="aten::index.Tensor_out")
