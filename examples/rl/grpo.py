@@ -138,6 +138,9 @@ def main():
                          "(a CPU reference for a vLLM run: the same samples, trained here)")
     ap.add_argument("--is-correction", choices=["on", "off"], default="on",
                     help="TRL's importance-sampling correction of vLLM rollouts (vLLM runs the model in bf16)")
+    ap.add_argument("--vllm-memory", type=float, default=None,
+                    help="vLLM's gpu_memory_utilization (of the device's memory: the host's RAM on the CPU "
+                         "plugin); default 0.02 for the tiny model, 0.1 for --model")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--num-generations", type=int, default=4)
     ap.add_argument("--batch-size", type=int, default=8, help="completions per process and step")
@@ -169,13 +172,13 @@ def main():
         max_steps=args.steps, learning_rate=args.lr, logging_steps=1, save_strategy="no", report_to=[],
         per_device_train_batch_size=args.batch_size, num_generations=args.num_generations,
         max_completion_length=args.max_completion_length, temperature=1.0, generation_kwargs=gen_kwargs,
-        use_vllm=args.rollout == "vllm", vllm_mode="colocate", vllm_gpu_memory_utilization=0.02,
+        use_vllm=args.rollout == "vllm", vllm_mode="colocate", vllm_gpu_memory_utilization=args.vllm_memory or (0.1 if args.model else 0.02),
         vllm_max_model_length=64, vllm_importance_sampling_correction=args.is_correction == "on",
         dataloader_num_workers=0, disable_tqdm=True,
     )
     train = Dataset.from_dict({"prompt": PROMPTS})
     record = {"device": args.device, "rollout": args.rollout, "sampling": args.sampling, "steps": [],
-              "completions": [], "sync_s": [], "syncs": [], "rollouts": []}
+              "completions": [], "sync_s": [], "syncs": [], "rollouts": [], "rollout_s": []}
 
     def reward(completions, completion_ids=None, **kwargs):
         r = digit_reward(completions)
@@ -198,14 +201,18 @@ def main():
     trainer = GRPOTrainer(model=model, args=cfg, train_dataset=train, processing_class=tok,
                           reward_funcs=[reward, no_space_reward], rollout_func=rollout_func)
     acc = trainer.accelerator
-    if args.sampling == "host":
+    if args.rollout == "generate":
         inner = acc.unwrap_model(trainer.model)
         plain_generate = inner.generate
         noise = HostGumbel(args.seed * 1000 + acc.process_index, cfg.temperature)
 
         def generate(*a, **kw):
-            kw["logits_processor"] = LogitsProcessorList([noise])
-            return plain_generate(*a, **kw)
+            if args.sampling == "host":
+                kw["logits_processor"] = LogitsProcessorList([noise])
+            t = time.perf_counter()
+            out = plain_generate(*a, **kw)
+            record["rollout_s"].append(time.perf_counter() - t)  # generate returns tokens read back: synced
+            return out
         inner.generate = generate
     if args.rollout == "vllm":
         vg = trainer.vllm_generation
@@ -234,7 +241,9 @@ def main():
         plain_generate_vllm = vg.generate
 
         def recorded_generate(prompts, *a, **kw):
+            t = time.perf_counter()
             out = plain_generate_vllm(prompts, *a, **kw)
+            record["rollout_s"].append(time.perf_counter() - t)
             record["rollouts"].append({"prompt_ids": [list(p) for p in prompts],
                                        "completion_ids": [list(c) for c in out[1]]})
             return out
