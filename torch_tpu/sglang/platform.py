@@ -22,11 +22,15 @@ class TpuSRTPlatform(SRTPlatform):
     # ---- configuration ----------------------------------------------------
 
     def apply_server_args_defaults(self, server_args) -> None:
-        # SGLang's torch-native paths: attention with SDPA over the paged
-        # cache, sampling with torch ops, no CUDA graphs, no overlap of the
-        # scheduler with the device (its stream/event juggling is CUDA's).
-        server_args.attention_backend = "torch_native"
-        server_args.sampling_backend = "pytorch"
+        # SGLang's torch-native paths: attention by SDPA over the paged KV
+        # cache, sampling by torch ops (the other backends are CUDA/Triton
+        # kernels), no CUDA graphs, no overlap of the scheduler with the
+        # device (its stream and event juggling is CUDA's).
+        for field, value in (("attention_backend", "torch_native"), ("sampling_backend", "pytorch")):
+            asked = getattr(server_args, field, None)
+            if asked not in (None, value):
+                logger.warning("tpu: --%s %s needs CUDA kernels; using %s", field.replace("_", "-"), asked, value)
+            setattr(server_args, field, value)
         server_args.disable_cuda_graph = True
         server_args.disable_overlap_schedule = True
 
