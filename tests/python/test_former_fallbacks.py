@@ -1,6 +1,6 @@
 """Ops that went through the CPU fallback (issue 42: a host round trip per
 call on a TPU) and run on tpu now: cauchy_, log_normal_, geometric_,
-normal with tensor mean/std, copysign.  The draws come from the device's
+normal with tensor mean/std, copysign, frexp, histogram.  The draws come from the device's
 generator, so they are compared with CPU's in distribution (quantiles,
 moments and frequencies of 200,000 draws), not element by element;
 copysign's values, dtypes, gradients and every error are CPU's."""
@@ -183,3 +183,69 @@ COPYSIGN_ERRORS = [
 def test_copysign_errors_are_cpus(i):
     cpu, tpu = _error_like_cpu(COPYSIGN_ERRORS[i])
     assert cpu in tpu  # (an in-place cast error is prefixed with the op's name)
+
+
+_FREXP_EDGES = {torch.float32: [0.0, -0.0, 1.0, -1.0, 0.5, 3.75, -1e-40, 1e-45, float("inf"), -float("inf"),
+                                float("nan"), 1e30, -0.1, 3.4028234663852886e38, 1.1754943508222875e-38],
+                torch.float64: [0.0, -0.0, 1.0, -0.5, -1e-310, 5e-324, float("inf"), float("nan"), 1e300,
+                                2.2250738585072014e-308, 1.7976931348623157e308]}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_frexp_equals_cpu_bit_for_bit(dtype):
+    # subnormals included: XLA's CPU code flushes them in float arithmetic,
+    # the kernel works on the bits
+    torch.manual_seed(0)
+    edges = torch.tensor(_FREXP_EDGES.get(dtype, [0.0, -0.0, 1.0, 6e-8, float("inf"), float("nan")]))
+    x = torch.cat([edges.to(dtype), (torch.randn(2000, dtype=torch.float64) * 10.0 ** torch.randint(-30, 30, (2000,))
+                                     ).to(dtype)])
+    m, e = torch.frexp(x)
+    mt, et = _no_fallback(lambda: torch.frexp(x.to("tpu")))
+    assert mt.dtype == dtype and et.dtype == torch.int32
+    torch.testing.assert_close(mt.cpu(), m, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(et.cpu(), e)
+    num = ~m.isnan()  # (a NaN's sign bit is not CPU's to keep: bfloat16 conversions differ)
+    assert torch.equal(torch.signbit(mt.cpu())[num], torch.signbit(m)[num])
+    mo, eo = torch.empty(0, device="tpu", dtype=dtype), torch.empty(0, device="tpu", dtype=torch.int32)
+    _no_fallback(lambda: torch.frexp(x.to("tpu"), out=(mo, eo)))
+    assert torch.equal(eo.cpu(), e)
+
+
+_HIST = [dict(bins=10), dict(bins=7, range=(-1.0, 2.0)), dict(bins=5, density=True), dict(bins=4, weight=True),
+         dict(bins=3, range=(0.0, 0.0)), dict(bins=[-2.0, -0.5, 0.0, 0.1, 3.0]),
+         dict(bins=6, weight=True, density=True, range=(-3, 1)), dict(bins=[-1.0, 0.0, 1.0], weight=True)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("i", range(len(_HIST)))
+def test_histogram_equals_cpu(i, dtype):
+    torch.manual_seed(i)
+    x = torch.randn(50, 3, dtype=dtype)
+    kw = dict(_HIST[i])
+    if "range" in kw:
+        x[0, 0] = float("nan")  # counted nowhere (an explicit range: without one CPU refuses NaN)
+    x[1, 1] = 0.0  # on an edge
+    if kw.get("weight"):
+        kw["weight"] = torch.rand(50, 3, dtype=dtype)
+    if isinstance(kw["bins"], list):
+        kw["bins"] = torch.tensor(kw["bins"], dtype=dtype)
+    h, e = torch.histogram(x, **kw)
+    kt = {k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+    ht, et = _no_fallback(lambda: torch.histogram(x.to("tpu"), **kt))
+    torch.testing.assert_close(ht.cpu(), h)
+    assert torch.equal(et.cpu(), e)
+    ho, eo = torch.empty(0, device="tpu", dtype=dtype), torch.empty(0, device="tpu", dtype=dtype)
+    _no_fallback(lambda: torch.histogram(x.to("tpu"), **kt, out=(ho, eo)))
+    torch.testing.assert_close(ho.cpu(), h)
+
+
+@pytest.mark.parametrize("bad", [dict(bins=0), dict(bins=3, range=(2.0, 1.0)), dict(bins=3, range=(0.0, math.inf)),
+                                 dict(bins=3, weight=torch.ones(4))])
+def test_histogram_errors_are_cpus(bad):
+    x = torch.randn(5)
+    with pytest.raises(RuntimeError) as c:
+        torch.histogram(x, **bad)
+    kt = {k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in bad.items()}
+    with pytest.raises(RuntimeError) as t:
+        torch.histogram(x.to("tpu"), **kt)
+    assert str(t.value) == str(c.value)

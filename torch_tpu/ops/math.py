@@ -218,3 +218,46 @@ def polygamma_(self, n):
     write(self, res)
     return self
 
+
+
+# ---- frexp ----------------------------------------------------------------------------------
+
+# dtype -> (integer view, mantissa bits, exponent bias, exponent mask)
+_FREXP = {torch.float32: (torch.int32, 23, 126, 0xFF), torch.float64: (torch.int64, 52, 1022, 0x7FF)}
+
+
+def _frexp_bits(bits, dtype):
+    """frexp of normal numbers given as their bits: the exponent field less
+    the bias, and the mantissa with the exponent field of [0.5, 1)."""
+    itype, mbits, bias, emask = _FREXP[dtype]
+    exponent = ((bits >> mbits) & emask) - bias
+    mant = ((bits & ~(emask << mbits)) | (bias << mbits)).view(dtype)
+    return mant, exponent
+
+
+@register("aten::frexp.Tensor", out="aten::frexp.Tensor_out")
+def frexp(self):
+    """mantissa in [0.5, 1) with self's sign and exponent (int32), self =
+    mantissa * 2**exponent, as CPU's std::frexp; 0, inf and NaN give (self,
+    0).  Computed on the bits: XLA's CPU code flushes subnormals to zero in
+    float arithmetic, so a subnormal's mantissa field is converted to a
+    (normal) float of the same digits and its exponent shifted."""
+    if not self.dtype.is_floating_point:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    if self.dtype in (torch.float16, torch.bfloat16):  # exact in float32, and back
+        mant, exponent = frexp(self.float())
+        return mant.to(self.dtype), exponent
+    itype, mbits, bias, emask = _FREXP[self.dtype]
+    bits = self.view(itype)
+    field = (bits >> mbits) & emask
+    frac = bits & ((1 << mbits) - 1)
+    mant, exponent = _frexp_bits(bits, self.dtype)
+    # a subnormal is frac * 2**(1 - bias - 1 - mbits): frac as a float has the digits
+    smant, sexp = _frexp_bits(frac.to(self.dtype).view(itype), self.dtype)
+    sub = (field == 0) & (frac != 0)
+    sign = bits & torch.iinfo(itype).min  # the sign bit
+    smant = (smant.view(itype) | sign).view(self.dtype)
+    mant = torch.where(sub, smant, mant)
+    exponent = torch.where(sub, sexp - (bias + mbits), exponent)
+    special = ((field == 0) & (frac == 0)) | (field == emask)
+    return torch.where(special, self, mant), torch.where(special, 0, exponent).to(torch.int32)

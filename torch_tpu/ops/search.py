@@ -5,6 +5,8 @@ isin runs in every `generate` (stop tokens), histc in every Mixture-of-
 Experts layer (tokens per expert): on the device they cost no host round
 trip.  Operands are compared in their promoted dtype, as PyTorch; complex
 inputs go to the CPU fallback."""
+import math
+
 import torch
 
 from .._dispatch import Unsupported, register, run
@@ -91,3 +93,66 @@ def histc(self, bins=100, min=0, max=0):
     if lo != lo or hi != hi or lo in (float("inf"), float("-inf")) or hi in (float("inf"), float("-inf")):
         raise RuntimeError(f"torch.histc: range of [{lo}, {hi}] is not finite")
     return run("histc", [self], [int(bins)], [lo, hi])[0]
+
+
+# ---- histogram --------------------------------------------------------------------------------
+# Bad arguments (bins <= 0, a range that is not finite or decreasing, a
+# weight of another shape or dtype, edges that are not 1-d) raise
+# Unsupported: the CPU kernel then raises its own error, word for word.
+
+
+def _histogram_check(self, weight):
+    if self.dtype not in (torch.float32, torch.float64):
+        raise Unsupported(f"histogram of {self.dtype}")
+    if weight is not None and (weight.shape != self.shape or weight.dtype != self.dtype):
+        raise Unsupported("histogram: a weight of another shape or dtype than the input")
+
+
+def _histogram_counts(self, edges, weight, density):
+    """Counts (or summed weights) of self's elements per bin of the sorted
+    edges: bin i holds edges[i] <= x < edges[i + 1], the last bin its right
+    edge too (CPU's upper_bound rule); elements outside or NaN count nowhere."""
+    x = self.reshape(-1)
+    nbins = edges.numel() - 1
+    inside = (x >= edges[0]) & (x <= edges[-1])
+    pos = (torch.searchsorted(edges, x, right=True) - 1).clamp(0, nbins - 1)
+    w = torch.ones_like(x) if weight is None else weight.reshape(-1)
+    w = torch.where(inside, w, torch.zeros((), dtype=x.dtype, device=x.device))
+    hist = torch.zeros(nbins, dtype=x.dtype, device=x.device).scatter_add(0, pos, w)
+    if density:
+        hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
+    return hist
+
+
+@register("aten::histogram.bin_ct", out="aten::histogram.bin_ct_out")
+def histogram_bin_ct(self, bins=100, *, range=None, weight=None, density=False):
+    """bins equal bins over range, or over [min, max] of self (one host read
+    of the two numbers, which CPU checks: finite, and an empty range widened
+    by 0.5 on each side); the edges are CPU's linspace."""
+    _histogram_check(self, weight)
+    if bins <= 0 or (range is not None and len(range) != 2):
+        raise Unsupported("histogram: bins <= 0 or a range of other than 2 numbers")
+    if range is not None:
+        lo, hi = float(range[0]), float(range[1])
+    elif self.numel():
+        lo, hi = (float(v) for v in torch.aminmax(self))
+    else:
+        lo, hi = 0.0, 1.0  # CPU's (and NumPy's) range of no elements
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        raise Unsupported("histogram: a range that is not finite or decreasing")
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    # bins + 1 numbers from two: made as CPU makes them (its linspace, bit
+    # for bit: an element on an edge falls in the same bin), then uploaded
+    edges = torch.linspace(lo, hi, bins + 1, dtype=self.dtype).to(self.device)
+    return _histogram_counts(self, edges, weight, density), edges
+
+
+@register("aten::histogram.bins_tensor", out="aten::histogram.bins_tensor_out")
+def histogram_bins_tensor(self, bins, *, weight=None, density=False):
+    """The bins' edges as given (increasing)."""
+    _histogram_check(self, weight)
+    if bins.dim() != 1 or bins.numel() < 2 or bins.dtype != self.dtype:
+        raise Unsupported("histogram: edges that are not a 1-d tensor of 2 or more of the input's dtype")
+    edges = bins.to(self.device)
+    return _histogram_counts(self, edges, weight, density), edges.clone()
