@@ -15,7 +15,9 @@ with open(os.path.join(info, "METADATA"), "w") as f:
 with open(os.path.join(info, "entry_points.txt"), "w") as f:
     f.write("[torch.backends]\ntorch_tpu = torch_tpu:_autoload\n\n"
             "[torch_dynamo_backends]\ntpu = torch_tpu._compile:backend\n\n"
-            "[vllm.platform_plugins]\ntpu = torch_tpu.vllm:register\n")
+            "[vllm.platform_plugins]\ntpu = torch_tpu.vllm:register\n\n"
+            "[sglang.srt.platforms]\ntpu = torch_tpu.sglang:activate\n\n"
+            "[sglang.srt.plugins]\ntpu = torch_tpu.sglang:register_hooks\n")
 with open(os.path.join(info, "RECORD"), "w") as f:
     f.write("")
 print(f"torch_tpu: development install of {root} into {site}")
