@@ -17,7 +17,6 @@ beside): compare ratios within one run of this script, not across runs.
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -76,7 +75,7 @@ def main():
                "max_completion_length": args.max_completion_length,
                "note": "measured on a shared 2-core machine with other work running beside; "
                        "the device 'tpu' is the XLA CPU PJRT plugin",
-               "machine": platform.node(), "eager_mode": os.environ.get("TORCH_TPU_EAGER_MODE", "strict"),
+               "cpus": os.cpu_count(), "eager_mode": os.environ.get("TORCH_TPU_EAGER_MODE", "strict"),
                "configs": {}}
     for device, rollout in CONFIGS:
         name = f"{device}/{rollout}"

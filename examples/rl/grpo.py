@@ -4,8 +4,9 @@ TRL's GRPOTrainer samples a group of completions per prompt (rollouts),
 scores them with a rule-based reward and takes a policy-gradient step on the
 group-relative advantages.  With torch_tpu installed, tpu is the accelerator:
 the trainer, and Transformers' `generate` for the rollouts, run there with
-nothing device-specific in this file; `--device cpu` runs the same script on
-the CPU (TrainingArguments' use_cpu) as a reference.
+nothing device-specific in the training (only the record of a weight sync
+reads torch.tpu.metrics()); `--device cpu` runs the same script on the CPU
+(TrainingArguments' use_cpu) as a reference.
 
 Rollouts:
 - `--rollout generate` (default): Transformers' generate on the trainer's
@@ -16,8 +17,8 @@ Rollouts:
   tensor).
 
 Model: by default a tiny Llama built from a config (2 layers, a character
-tokenizer of this file's own), written to OUTPUT_DIR/model-rankN so vLLM can load
-it too; `--model build/models/SmolLM2-135M-Instruct` takes a real one.
+tokenizer of this file's own), written to OUTPUT_DIR/model-rankN so vLLM
+can load it too; `--model build/models/SmolLM2-135M-Instruct` takes a real one.
 
 `--sampling host` draws the sampling noise (Gumbel-max: argmax of
 logits / T + Gumbel noise is a sample of softmax(logits / T)) from a seeded
@@ -32,8 +33,10 @@ so its tokens differ from CPU's Mersenne Twister ones).
     .venv-rl/bin/accelerate launch --multi_gpu --num_processes 2 examples/rl/grpo.py
 
 `--result FILE` writes what a run did (per step: loss, reward, each
-process's completions and rewards; seconds per weight sync) as JSON and the
-final parameters beside it (FILE.pt).
+process's completions and rewards; seconds per rollout and per weight sync,
+what each sync moved) as JSON and the final parameters beside it (FILE.pt);
+`--replay FILE` trains on the completions a vLLM run recorded there (the
+CPU reference of a vLLM run: tpu's sampler is not CPU's).
 """
 import argparse
 import json
@@ -168,12 +171,13 @@ def main():
     if args.sampling == "host":
         gen_kwargs = {"do_sample": False}
     cfg = GRPOConfig(
-        output_dir=out, use_cpu=args.device == "cpu", bf16=args.precision == "bf16", seed=args.seed, data_seed=args.seed,
-        max_steps=args.steps, learning_rate=args.lr, logging_steps=1, save_strategy="no", report_to=[],
-        per_device_train_batch_size=args.batch_size, num_generations=args.num_generations,
+        output_dir=out, use_cpu=args.device == "cpu", bf16=args.precision == "bf16", seed=args.seed,
+        data_seed=args.seed, max_steps=args.steps, learning_rate=args.lr, logging_steps=1, save_strategy="no",
+        report_to=[], per_device_train_batch_size=args.batch_size, num_generations=args.num_generations,
         max_completion_length=args.max_completion_length, temperature=1.0, generation_kwargs=gen_kwargs,
-        use_vllm=args.rollout == "vllm", vllm_mode="colocate", vllm_gpu_memory_utilization=args.vllm_memory or (0.1 if args.model else 0.02),
-        vllm_max_model_length=64, vllm_importance_sampling_correction=args.is_correction == "on",
+        use_vllm=args.rollout == "vllm", vllm_mode="colocate", vllm_max_model_length=64,
+        vllm_gpu_memory_utilization=args.vllm_memory or (0.1 if args.model else 0.02),
+        vllm_importance_sampling_correction=args.is_correction == "on",
         dataloader_num_workers=0, disable_tqdm=True,
     )
     train = Dataset.from_dict({"prompt": PROMPTS})
