@@ -483,3 +483,30 @@ bench: torchtpu-env-optional
 
 bench-torchtpu: build torchtpu-env
 	$(VPY) bench/run.py --only torchtpu
+
+# ==== VeRL (issue 39) ====
+# VeRL 0.9.1's PPO trainer with GRPO advantages on tpu (examples/rl/verl_grpo.py):
+# Ray on this machine, VeRL's FSDP2 engine over tpu_dist for the actor,
+# rollouts by VeRL's vLLM server (torch_tpu.vllm is vLLM's platform).
+# torch_tpu.integrations.verl is VeRL's platform (VERL_PLATFORM=tpu,
+# VERL_USE_EXTERNAL_MODULES).  .venv-verl is a venv of .venv-serve's
+# interpreter whose _venv_base.pth runs site.addsitedir on .venv-serve's
+# site-packages, plus requirements-verl.txt with --no-deps.
+VERL_VENV := .venv-verl
+VERL_PY := $(VERL_VENV)/bin/python
+VERL_STAMP := $(VERL_VENV)/.installed
+.PHONY: verl-env test-verl
+$(VERL_STAMP): requirements-verl.txt | $(SERVE_STAMP)
+	test -x $(VERL_PY) || $$($(SERVE_PY) -c 'import sys;print(sys._base_executable)') -m venv $(VERL_VENV)
+	echo '*' > $(VERL_VENV)/.gitignore
+	echo "import site; site.addsitedir('$(abspath $(SERVE_SITE))')" > \
+	  $$($(VERL_PY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')/_venv_base.pth
+	$(VERL_PY) -m pip install -q --disable-pip-version-check --no-deps -r requirements-verl.txt \
+	  > $(VERL_VENV)/pip.log 2>&1 || { grep -v "is ignored: it is neither" $(VERL_VENV)/pip.log | tail -40; exit 1; }
+	$(VERL_PY) -c 'import torch, vllm, verl, tensordict._C; assert torch.__file__.startswith("$(abspath $(SERVE_SITE))"), torch.__file__'
+	touch $@
+
+verl-env: $(PYEXT) $(SERVE_STAMP) $(SERVE_MODEL)/config.json $(VERL_STAMP)
+
+test-verl: verl-env
+	$(VERL_PY) -m pytest -q -x -p no:cacheprovider --durations=8 tests/verl
