@@ -236,10 +236,10 @@ def main():
             if on_tpu:
                 torch.accelerator.synchronize()
             record["sync_s"].append(time.perf_counter() - t)
-            sync = {"in_place": ptrs == [p.data_ptr() for p in engine.parameters()],
-                    "engine_vs_trainer": engine_vs_trainer(engine, acc.unwrap_model(trainer.model))}
-            if on_tpu:
+            sync = {"in_place": ptrs == [p.data_ptr() for p in engine.parameters()]}
+            if on_tpu:  # what the sync moved (before the comparison below reads its maxima)
                 sync["transfers"] = torch.tpu.metrics()["transfer"]
+            sync["engine_vs_trainer"] = engine_vs_trainer(engine, acc.unwrap_model(trainer.model))
             record["syncs"].append(sync)
         vg.sync_weights = timed_sync
         plain_generate_vllm = vg.generate

@@ -163,17 +163,13 @@ def test_grpo_vllm_colocate_matches_cpu_replay(tmp_path, initial_params):
     tpu, cpu = _load(tpu_res), _load(cpu_res)
     assert tpu["engine"] == {"device": "tpu:0", "dtype": "bfloat16"}, tpu["engine"]
     assert len(tpu["syncs"]) == 3
-    n_params = None
     for i, s in enumerate(tpu["syncs"]):
         print(f"sync {i}: {tpu['sync_s'][i]:.4f} s, {s}")
         assert s["in_place"], f"sync {i}: the engine's parameters were replaced, not written"
         assert s["engine_vs_trainer"] == 0.0, f"sync {i}: the engine's weights differ from the trainer's"
         t = s["transfers"]
-        assert t["to_device"]["bytes"] == 0, f"sync {i}: weights went host -> tpu: {t}"
-        # vLLM's weight loaders read one scalar per engine parameter (4 bytes); no weight is read back
-        assert t["to_host"]["bytes"] <= 8 * t["to_host"]["count"] and t["to_host"]["bytes"] < 1024, t
-        n_params = t["to_host"]["count"]
-    print(f"vLLM colocate: seconds per weight sync {tpu['sync_s']}, host reads per sync {n_params}")
+        assert t["to_device"]["count"] == 0 and t["to_host"]["count"] == 0, f"sync {i} went through the host: {t}"
+    print(f"vLLM colocate: seconds per weight sync {tpu['sync_s']}")
     diffs = _compare_steps(cpu, tpu, loss_atol=1e-6, rel=1e-5)
     print("vLLM colocate (tpu) vs CPU replay, |tpu - cpu| per step:", diffs)
     _check_params(f"{cpu_res}.pt", f"{tpu_res}.pt", initial_params, "vLLM colocate")
