@@ -288,3 +288,33 @@ def test_lu_solve_with_pivots_of_the_wrong_length_raises_as_on_cpu():
     with pytest.raises(RuntimeError) as tpu:
         torch.linalg.lu_solve(LU.to("tpu"), piv[:2].to("tpu"), B.to("tpu"))
     assert str(tpu.value) == str(cpu.value)
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 6, 4), (2, 3, 5), (3, 1), (1, 3)], ids=str)
+def test_rectangular_lu_and_linalg_lu_match_cpu(shape, dt):
+    # getrf of an m x n matrix: the square rule on a zero-padded copy (the
+    # same pivots), LU / pivots / info cut back to m x n and min(m, n)
+    torch.manual_seed(shape[-1])
+    A = torch.randn(*shape, dtype=dt)
+    tol = dict(rtol=1e-4, atol=1e-5) if dt == torch.float32 else {}
+    c = torch.linalg.lu_factor_ex(A)
+    t = no_fallback(lambda: torch.linalg.lu_factor_ex(A.to("tpu")))
+    torch.testing.assert_close(t[0].cpu(), c[0], **tol)
+    assert torch.equal(t[1].cpu(), c[1]) and torch.equal(t[2].cpu(), c[2])
+    for want, got in zip(torch.linalg.lu(A), no_fallback(lambda: torch.linalg.lu(A.to("tpu")))):
+        torch.testing.assert_close(got.cpu(), want, **tol)
+    for want, got in zip(torch.lu_unpack(*c[:2]), no_fallback(lambda: torch.lu_unpack(t[0], t[1]))):
+        torch.testing.assert_close(got.cpu(), want, **tol)
+    x = A.detach().to("tpu").requires_grad_()  # linalg.lu's gradient (PyTorch's formula over device ops)
+    no_fallback(lambda: sum(o.sum() for o in torch.linalg.lu(x)[1:]).backward())
+    y = A.detach().requires_grad_()
+    sum(o.sum() for o in torch.linalg.lu(y)[1:]).backward()
+    torch.testing.assert_close(x.grad.cpu(), y.grad, **tol)
+
+
+def test_rectangular_singular_lu_reports_the_first_zero_pivot_as_cpu():
+    for shape in ((4, 3), (3, 4)):
+        A = torch.zeros(*shape)
+        A[:, 0] = 1.0
+        assert torch.equal(torch.linalg.lu_factor_ex(A.to("tpu"))[2].cpu(), torch.linalg.lu_factor_ex(A)[2])

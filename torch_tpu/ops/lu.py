@@ -1,6 +1,6 @@
 """LU-based linear algebra on the device (rules in csrc/ops/lu.c; the
-triangular solves of cholesky.py): linalg_lu_factor_ex, linalg_lu_solve,
-lu_unpack, and what PyTorch builds on them: linalg.solve (_linalg_solve_ex),
+triangular solves of cholesky.py): linalg_lu_factor_ex and linalg_lu (square
+or rectangular), linalg_lu_solve, lu_unpack, and what PyTorch builds on them: linalg.solve (_linalg_solve_ex),
 linalg.inv (linalg_inv_ex), linalg.det (_linalg_det), linalg.slogdet and
 logdet (_linalg_slogdet).  Their gradients are PyTorch's formulas over the
 same ops (lu_solve with the saved LU and pivots), so training stays on the
@@ -61,12 +61,36 @@ def _lu_solve(LU, pivots, B, left=True, adjoint=False):
     return _unpermute_rows(y, perm)
 
 
+def _matrices(A, what):
+    if A.dtype not in _REAL or A.dim() < 2 or A.dim() > 8:
+        raise Unsupported(f"{what}: {A.dtype} {tuple(A.shape)}")
+
+
+def _factor_any(A):
+    """getrf of m x n matrices through the square rule: a tall A gets zero
+    columns, a wide one zero rows, to max(m, n) (the first min(m, n) steps
+    pick the same pivots: a zero never beats a real row, ties go to the
+    first row, real rows come first); LU cut back to m x n, pivots to
+    min(m, n), info the first exactly zero pivot among those (LAPACK's)."""
+    m, n = A.shape[-2], A.shape[-1]
+    if m == n:
+        return _factor(A)
+    k, big = min(m, n), max(m, n)
+    Ap = torch.nn.functional.pad(A, (0, big - n, 0, big - m))
+    LU, pivots, _ = _factor(Ap)
+    LU, pivots = LU[..., :m, :n].contiguous(), pivots[..., :k].contiguous()
+    zero = LU.diagonal(dim1=-2, dim2=-1) == 0
+    first = torch.argmax(zero.to(torch.int32), dim=-1).to(torch.int32) + 1
+    info = torch.where(zero.any(-1), first, torch.zeros_like(first))
+    return LU, pivots, info
+
+
 @register("aten::linalg_lu_factor_ex", out="aten::linalg_lu_factor_ex.out")
 def linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
-    _square(A, "linalg_lu_factor_ex")
+    _matrices(A, "linalg_lu_factor_ex")
     if not pivot:
         raise Unsupported("linalg_lu_factor_ex without pivoting")
-    LU, pivots, info = _factor(A)
+    LU, pivots, info = _factor_any(A)
     if check_errors:
         torch._linalg_check_errors(info, "torch.linalg.lu_factor_ex", is_matrix=A.dim() == 2)
     return LU, pivots, info
@@ -85,28 +109,43 @@ def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     return _lu_solve(LU, pivots, B, left, adjoint)
 
 
+def _perm_matrix(pivots, m, dt, dev):
+    """P (m x m) of A = P L U from k <= m pivots (the rows past k stay)."""
+    k = pivots.shape[-1]
+    if k < m:
+        rest = torch.arange(k + 1, m + 1, dtype=pivots.dtype, device=dev).expand(*pivots.shape[:-1], m - k)
+        pivots = torch.cat([pivots, rest], -1)
+    perm = run("lu_permutation", [pivots], [])[0]
+    # P with (P^T)[i, perm[i]] = 1, i.e. P[perm[i], i] = 1
+    eye = torch.eye(m, dtype=dt, device=dev).expand(*pivots.shape[:-1], m, m)
+    return _permute_rows(eye, perm).mT.contiguous()
+
+
 @register("aten::lu_unpack", out="aten::lu_unpack.out")
 def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
-    _square(LU_data, "lu_unpack")
-    if LU_pivots.dtype != torch.int32:
-        raise Unsupported("lu_unpack: pivots dtype")
-    n = LU_data.shape[-1]
+    _matrices(LU_data, "lu_unpack")
+    m, n = LU_data.shape[-2], LU_data.shape[-1]
+    k = min(m, n)
+    if LU_pivots.dtype != torch.int32 or LU_pivots.shape[-1] != k or LU_pivots.shape[:-1] != LU_data.shape[:-2]:
+        raise Unsupported("lu_unpack: pivots")  # CPU's errors
     dev, dt = LU_data.device, LU_data.dtype
     if unpack_data:
-        eye = torch.eye(n, dtype=dt, device=dev)
-        L = LU_data.tril(-1) + eye
-        U = LU_data.triu()
+        L = LU_data[..., :, :k].tril(-1) + torch.eye(m, k, dtype=dt, device=dev)
+        U = LU_data[..., :k, :].triu()
     else:
         L = torch.empty(0, dtype=dt, device=dev)
         U = torch.empty(0, dtype=dt, device=dev)
-    if unpack_pivots:
-        perm = run("lu_permutation", [LU_pivots], [])[0]
-        # P with (P^T)[i, perm[i]] = 1, i.e. P[perm[i], i] = 1
-        eye = torch.eye(n, dtype=dt, device=dev).expand(*LU_pivots.shape[:-1], n, n)
-        P = _permute_rows(eye, perm).mT.contiguous()
-    else:
-        P = torch.empty(0, dtype=dt, device=dev)
+    P = _perm_matrix(LU_pivots, m, dt, dev) if unpack_pivots else torch.empty(0, dtype=dt, device=dev)
     return P, L, U
+
+
+@register("aten::linalg_lu", out="aten::linalg_lu.out")
+def linalg_lu(A, *, pivot=True):
+    _matrices(A, "linalg_lu")
+    if not pivot:
+        raise Unsupported("linalg_lu without pivoting")  # CPU refuses it too
+    LU, pivots, _ = _factor_any(A)
+    return lu_unpack(LU, pivots)
 
 
 def _vector_rhs(A, B):
