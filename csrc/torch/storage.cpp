@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/core/TensorBase.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/TensorImpl.h>
@@ -234,7 +235,10 @@ bool is_pinned_ptr(const void* p) {
   return find_block_locked(p) != g_pinned.end();
 }
 
-struct PinnedAllocator final : c10::Allocator {
+// Also tpu's host allocator for torch.accelerator (empty_host_cache,
+// host_memory_stats: vLLM calls the first at shutdown): it caches nothing (a
+// block is freed when its last user is done), so emptying is a no-op.
+struct PinnedAllocator final : at::HostAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     void* p = nullptr;
     size_t size = nbytes ? nbytes : 1;
@@ -255,6 +259,12 @@ struct PinnedAllocator final : c10::Allocator {
   }
   c10::DeleterFnPtr raw_deleter() const override { return &pinned_delete; }
   void copy_data(void* dest, const void* src, std::size_t count) const override { memcpy(dest, src, count); }
+  // copies from a block keep it alive themselves (PinnedBlock.pending)
+  bool record_event(void*, void*, c10::Stream) override { return false; }
+  void empty_cache() override {}
+  at::HostStats get_stats() override { return {}; }
+  void reset_accumulated_stats() override {}
+  void reset_peak_stats() override {}
 };
 
 static PinnedAllocator g_pinned_allocator;
@@ -302,3 +312,4 @@ tpu_storage_t* upload_pinned(c10::DeviceIndex device, tpu_dtype_t dtype, const i
 // The allocator PyTorch uses for tpu storages (torch.empty through ATen,
 // UntypedStorage(n, device="tpu"), storage.resize_, torch.load).
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &torch_tpu::g_allocator);
+REGISTER_HOST_ALLOCATOR(c10::DeviceType::PrivateUse1, &torch_tpu::g_pinned_allocator);

@@ -504,3 +504,16 @@ def test_env_var_transfer_loads_checkpoint_saved_on_cuda(tmp_path):
     got, err = run_tpu(tmp_path, LOAD_CUDA_CHECKPOINT, [ckpt], via_env=True)
     _one_log_line(err)
     assert got == {"device": "tpu:0", "values": [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], "is_cuda": True}
+
+
+def test_empty_host_cache_after_the_device_started():
+    # vLLM calls torch.accelerator.empty_host_cache() at shutdown: tpu's host
+    # (pinned) allocator is registered and caches nothing, so it is a no-op
+    # (it segfaulted once the device had started)
+    x = torch.ones(3, device="tpu")
+    p = torch.arange(4.0).pin_memory()
+    y = p.to("tpu", non_blocking=True)
+    torch.accelerator.empty_host_cache()
+    assert p.is_pinned()
+    torch.testing.assert_close(y.cpu(), torch.arange(4.0))
+    torch.testing.assert_close(x.cpu(), torch.ones(3))

@@ -11,6 +11,15 @@ current accelerator:
 | ------------------------------------ | ----------------------------------------------- |
 | state.PartialState.default_device    | tpu:<current index> (so Accelerator, Trainer and|
 |                                      | prepare() place models and batches on tpu)      |
+| state.PartialState._prepare_backend  | under torchrun / accelerate launch (LOCAL_RANK  |
+|                                      | set): backend "tpu:tpu_dist,cpu:gloo", type     |
+|                                      | MULTI_GPU (accelerate's DDP-per-device type:    |
+|                                      | prepare() wraps DDP on tpu:LOCAL_RANK); it knew |
+|                                      | no tpu and ran each process alone               |
+| state.PartialState.set_device        | tpu:LOCAL_RANK for that type (not cuda)         |
+| state.PartialState.wait_for_everyone | a CPU run (use_cpu, gloo) passes no device_ids  |
+|                                      | to barrier: PyTorch would pick the accelerator's|
+|                                      | device type, tpu, which gloo does not serve     |
 | utils.modeling.get_max_memory        | per device torch.tpu.mem_get_info()[0] (the     |
 |                                      | device's free memory) + the host's, for         |
 |                                      | device_map="auto"; a user max_memory is checked |
@@ -20,6 +29,7 @@ current accelerator:
 ACCELERATE_TORCH_DEVICE still wins when set (accelerate reads it first).
 """
 import functools
+import os
 
 from . import _tpu_is_accelerator
 
@@ -37,6 +47,48 @@ def _patch_state(state):
 
     default_device.__doc__ = (original.__doc__ or "") + "\n        (torch_tpu: tpu when it is the accelerator.)"
     cls.default_device = property(default_device)
+
+    from accelerate.utils import DistributedType
+
+    prepare_backend = cls._prepare_backend
+
+    @functools.wraps(prepare_backend)
+    def _prepare_backend(self, cpu=False, sagemaker_dp=False, backend=None):
+        found, kind = prepare_backend(self, cpu, sagemaker_dp, backend)
+        if (kind == DistributedType.NO and not cpu and not sagemaker_dp
+                and int(os.environ.get("LOCAL_RANK", -1)) != -1 and _tpu_is_accelerator()):
+            return backend or "tpu:tpu_dist,cpu:gloo", DistributedType.MULTI_GPU
+        return found, kind
+
+    cls._prepare_backend = _prepare_backend
+
+    set_device = cls.set_device
+
+    @functools.wraps(set_device)
+    def _set_device(self):
+        if (self.device is None and self.distributed_type == DistributedType.MULTI_GPU
+                and "tpu" in (self.backend or "") and _tpu_is_accelerator()):
+            import torch
+
+            self.device = torch.device("tpu", self.local_process_index % torch.tpu.device_count())
+            torch.tpu.set_device(self.device)
+            return
+        set_device(self)
+
+    cls.set_device = _set_device
+
+    wait = cls.wait_for_everyone
+
+    @functools.wraps(wait)
+    def wait_for_everyone(self):
+        if self.distributed_type == DistributedType.MULTI_CPU and _tpu_is_accelerator():
+            import torch
+
+            torch.distributed.barrier()
+            return
+        wait(self)
+
+    cls.wait_for_everyone = wait_for_everyone
 
 
 def tpu_max_memory(max_memory=None):

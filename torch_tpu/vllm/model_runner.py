@@ -251,7 +251,10 @@ class TpuModelRunner(GPUModelRunner):
         qs = [1] * num
         left = t - num
         for i in range(num):
-            extra = min(left, max_len - 1)
+            # at most max_len - 1 tokens: room for the sampled one (vLLM
+            # asserts prompt + sampled <= max_model_len); a step one token
+            # short of t still pads to bucket t
+            extra = max(0, min(left, max_len - 2))
             qs[i] += extra
             left -= extra
         return qs
@@ -263,10 +266,11 @@ class TpuModelRunner(GPUModelRunner):
         from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
 
         reqs, sched = [], {}
+        vocab = min(1000, self.model_config.get_vocab_size())  # ids a small vocabulary holds too
         for i, q in enumerate(query_lens):
             rid = f"{WARM_PREFIX}{i}"
             reqs.append(NewRequestData(
-                req_id=rid, prompt_token_ids=[(7 * j + i) % 1000 for j in range(q)], mm_features=[],
+                req_id=rid, prompt_token_ids=[(7 * j + i) % vocab for j in range(q)], mm_features=[],
                 sampling_params=SamplingParams(temperature=0.0, max_tokens=1), pooling_params=None,
                 block_ids=(block_ids[: -(-q // bs)],), num_computed_tokens=0, lora_request=None))
             sched[rid] = q
