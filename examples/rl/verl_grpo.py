@@ -8,8 +8,8 @@ platform here (VERL_PLATFORM=tpu, VERL_USE_EXTERNAL_MODULES names the module,
 so every Ray process imports it): device `tpu`, `tpu_dist` for FSDP's process
 group, Ray's GPU resource standing for a tpu device (ray.init(num_gpus=N)).
 `--device cpu` runs the same config on the CPU as a reference (VeRL 0.9.1 has
-no CPU platform: torch_tpu.integrations.verl brings one, gloo, and vLLM's own
-CPU platform serves the rollouts).  Each step's metrics are written by VeRL's
+no CPU platform: verl_cpu_platform.py beside this file is one, gloo, and
+vLLM's own CPU platform serves the rollouts; torch_tpu stays unloaded).  Each step's metrics are written by VeRL's
 file logger to OUTPUT_DIR/metrics-DEVICE.jsonl; the script prints the reward,
 policy loss, gradient norm and vLLM-vs-actor token-probability difference per
 step.
@@ -116,7 +116,12 @@ def main():
     env["VERL_PLATFORM"] = args.device
     env["VERL_USE_EXTERNAL_MODULES"] = "torch_tpu.integrations.verl"
     if args.device == "cpu":
+        env["VERL_USE_EXTERNAL_MODULES"] = "verl_cpu_platform"  # beside this file
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, env.get("PYTHONPATH")]))
         env["VLLM_PLUGINS"] = ""  # vLLM's own CPU platform, not torch_tpu's
+        # VeRL places models with `.to(device=<int>)`, which is the current
+        # accelerator's device: tpu once torch_tpu is loaded
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     env["VERL_FILE_LOGGER_PATH"] = os.path.join(args.output_dir, f"metrics-{args.device}.jsonl")
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -29,11 +29,11 @@ The answers:
   the vLLM server process runs on tpu through torch_tpu.vllm;
 - no NCCL, no nvtx, no cudart: None or no-ops.
 
-Two things the platform cannot say, done here at import when
-``VERL_PLATFORM`` names this module's platforms: VeRL's FSDP engine classes
-are registered for device ``tpu`` (``_register_engines``), and for the CPU
-reference platform the workers' process group is ``cpu:gloo`` alone
-(``_cpu_process_group``).
+One thing the platform cannot say, done here at import when
+``VERL_PLATFORM=tpu``: VeRL's FSDP engine classes are registered for device
+``tpu`` (``_register_engines``).  examples/rl/verl_cpu_platform.py is the
+CPU reference's platform (outside torch_tpu: a process that imports torch_tpu
+has tpu as its accelerator, and VeRL places models with ``.to(<int>)``).
 
 Each VeRL worker process binds one tpu device, ``tpu:LOCAL_RANK`` as
 torchrun's workers do; the CPU PJRT plugin has one device per process unless
@@ -132,60 +132,6 @@ class PlatformTPU(PlatformBase):
         return None
 
 
-
-
-@PlatformRegistry.register(platform="cpu")
-class PlatformCPU(PlatformTPU):
-    """The reference: the same trainer on the CPU (``VERL_PLATFORM=cpu``;
-    gloo, vLLM's CPU platform with ``VLLM_PLUGINS=`` set empty).  VeRL 0.9.1
-    has no CPU platform of its own."""
-
-    @property
-    def device_name(self) -> str:
-        return "cpu"
-
-    @property
-    def vendor_name(self) -> str:
-        return "cpu"
-
-    @property
-    def device_module(self):
-        return torch.cpu
-
-    def is_available(self) -> bool:
-        return True
-
-    def is_platform_available(self, use_smi_check=False) -> bool:
-        return os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu"
-
-    def current_device(self) -> int:
-        return 0
-
-    def device_count(self) -> int:
-        return 1
-
-    def set_device(self, device_index: int) -> None:
-        return None
-
-    def synchronize(self, device_index=None) -> None:
-        return None
-
-    def manual_seed(self, seed: int) -> None:
-        torch.manual_seed(seed)
-
-    def manual_seed_all(self, seed: int) -> None:
-        torch.manual_seed(seed)
-
-    def empty_cache(self) -> None:
-        return None
-
-    def communication_backend_name(self) -> str:
-        return "gloo"
-
-    def visible_devices_envvar(self) -> str:
-        return "TORCH_TPU_VERL_CPU_VISIBLE_DEVICES"
-
-
 def _register_engines(device):
     """VeRL's FSDP engines (FSDP2's fully_shard, HF models) for ``device``:
     0.9.1 registers them for ``cuda`` and ``npu`` only; the classes are
@@ -200,23 +146,5 @@ def _register_engines(device):
             EngineRegistry.register(model_type=model_type, backend=backends, device=device)(cls)
 
 
-def _cpu_process_group():
-    """The CPU reference only: VeRL's workers join their process group with
-    ``backend=f"cpu:gloo,{device}:{backend}"`` (``verl/utils/distributed.py``),
-    which for device ``cpu`` names cpu twice and torch refuses; the workers
-    (``verl.workers.engine_workers``) get the same function with
-    ``backend="cpu:gloo"``.  The tpu platform needs nothing of this."""
-    import functools
-
-    import verl.workers.engine_workers as workers
-
-    init = workers.initialize_global_process_group_ray
-    if not isinstance(init, functools.partial):
-        workers.initialize_global_process_group_ray = functools.partial(init, backend="cpu:gloo")
-
-
-_platform = os.environ.get("VERL_PLATFORM", "").strip().lower()
-if _platform in (PLATFORM_NAME, "cpu"):
-    _register_engines(_platform)
-if _platform == "cpu":
-    _cpu_process_group()
+if os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM_NAME:
+    _register_engines(PLATFORM_NAME)
