@@ -318,3 +318,27 @@ def test_rectangular_singular_lu_reports_the_first_zero_pivot_as_cpu():
         A = torch.zeros(*shape)
         A[:, 0] = 1.0
         assert torch.equal(torch.linalg.lu_factor_ex(A.to("tpu"))[2].cpu(), torch.linalg.lu_factor_ex(A)[2])
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape,scale", [((4, 4), 1.0), ((5, 5), 10.0), ((2, 3, 3), 0.01), ((1, 1), 3.0),
+                                         ((6, 6), 4.0), ((0, 2, 2), 1.0)], ids=str)
+def test_matrix_exp_matches_cpu(shape, scale, dt):
+    # scaling and squaring on the device (matrix_functions.py): a Taylor
+    # polynomial where ATen picks Pade-like ones: equal to rounding
+    torch.manual_seed(shape[-1])
+    A = torch.randn(*shape, dtype=dt) * scale
+    want = torch.linalg.matrix_exp(A)
+    got = no_fallback(lambda: torch.linalg.matrix_exp(A.to("tpu"))).cpu()
+    assert got.shape == want.shape
+    if A.numel():
+        rel = (got - want).abs().max() / want.abs().max()
+        assert rel < (2e-5 if dt == torch.float32 else 1e-12), rel
+
+
+def test_matrix_exp_gradient_matches_cpu():
+    x = torch.randn(2, 3, 3, dtype=torch.float64)
+    a, b = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    torch.matrix_exp(a).sum().backward()
+    no_fallback(lambda: torch.matrix_exp(b).sum().backward())
+    torch.testing.assert_close(b.grad.cpu(), a.grad, rtol=1e-10, atol=1e-11)

@@ -9,7 +9,8 @@ import warnings
 _FAMILIES = ["core", "factory", "random", "elementwise", "math", "activation", "reduce", "linalg", "convolution",
              "pooling", "normalization", "embedding", "loss", "upsample", "padding", "index", "optim", "foreach",
              "search", "rnn", "nonzero", "cholesky", "lu", "fft", "complex", "composite", "transformer",
-             "nn_composite", "sparse", "special", "householder", "jacobi"]
+             "nn_composite", "sparse", "special", "householder", "jacobi",
+             "matrix_functions"]
 loaded = []
 failed = {}
 

@@ -1,6 +1,9 @@
 """The singular value decomposition on the device by one-sided Jacobi
 rotations (Hestenes): _linalg_svd (torch.linalg.svd, svdvals, and what
-PyTorch builds on them: matrix_rank, cond, the 2- and nuclear norms, pinv).
+PyTorch builds on them: matrix_rank, cond, the 2- and nuclear norms, pinv);
+and the symmetric eigenproblem by two-sided Jacobi rotations: _linalg_eigh
+(eigh, eigvalsh, and the hermitian=True forms of matrix_rank and pinv),
+below.
 
 The columns of A (m >= n; a wide A is decomposed as its transpose) are
 rotated in pairs until they are orthogonal: a rotation of columns p, q by
@@ -122,3 +125,73 @@ def linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
         Vh = torch.eye(vc, n, dtype=dt, device=dev).expand(*batch, vc, n).contiguous()
         return U, S, Vh
     return _svd(A, compute_uv, full_matrices)
+
+
+# ---- symmetric eigenproblems: two-sided Jacobi -------------------------------------------------
+# The same tournament of disjoint pairs; a round's rotations make one
+# rotation matrix J (the identity with each pair's c, s scattered in), and
+# A <- J^T A J zeroes each pair's off-diagonal element.  The eigenvalues are
+# the diagonal after the sweeps, sorted ascending; the eigenvectors V's
+# columns (their signs need not be LAPACK's).  Only the triangle UPLO names
+# is read.  Real float32 / float64; complex inputs go to the CPU fallback.
+
+_EIGH_SWEEPS = {torch.float32: 10, torch.float64: 14}
+
+
+def _sym_rotate(a, v, p, q):
+    """One round of two-sided Jacobi: for each pair (p[i], q[i]) the
+    rotation J that zeroes a[p, q]; a <- J^T a J (two products with the
+    round's rotation matrix), v <- v J."""
+    app = a.diagonal(dim1=-2, dim2=-1).index_select(-1, p)
+    aqq = a.diagonal(dim1=-2, dim2=-1).index_select(-1, q)
+    apq = a.index_select(-2, p).gather(-1, q.expand(*a.shape[:-2], -1).unsqueeze(-1)).squeeze(-1)
+    still = apq != 0
+    g = torch.where(still, apq, torch.ones_like(apq))
+    theta = (aqq - app) / (2 * g)
+    sign = torch.where(theta >= 0, torch.ones_like(theta), -torch.ones_like(theta))
+    t = sign / (theta.abs() + torch.sqrt(1 + theta * theta))
+    t = torch.where(still & torch.isfinite(t), t, torch.zeros_like(t))
+    c = torch.rsqrt(1 + t * t)
+    s = c * t
+    n = a.shape[-1]
+    # J: the identity but J[p, p] = J[q, q] = c, J[p, q] = s, J[q, p] = -s
+    eye = torch.eye(n, dtype=a.dtype, device=a.device).expand(a.shape).contiguous()
+    rows = torch.cat([p, q, p, q])
+    cols = torch.cat([p, q, q, p])
+    vals = torch.cat([c, c, s, -s], -1)
+    flat = rows * n + cols
+    J = eye.reshape(*a.shape[:-2], n * n).scatter(-1, flat.expand(*a.shape[:-2], -1), vals).reshape(a.shape)
+    a = J.mT @ a @ J
+    return a, v @ J
+
+
+def _eigh(A, compute_v):
+    n = A.shape[-1]
+    odd = n % 2
+    a = torch.nn.functional.pad(A, (0, odd, 0, odd)) if odd else A
+    N = n + odd
+    v = torch.eye(N, dtype=A.dtype, device=A.device).expand(*A.shape[:-2], N, N).contiguous()
+    ps, qs = _rounds(N, A.device)
+    for _ in range(_EIGH_SWEEPS[A.dtype]):
+        for r in range(N - 1):
+            a, v = _sym_rotate(a, v, ps[r], qs[r])
+    if odd:  # the padding's row and column stayed zero and apart
+        a, v = a[..., :n, :n], v[..., :n, :n]
+    w, order = torch.sort(a.diagonal(dim1=-2, dim2=-1), dim=-1)
+    if not compute_v:
+        return w, A.new_empty((0,))
+    return w, v.gather(-1, order.unsqueeze(-2).expand(v.shape))
+
+
+@register("aten::_linalg_eigh", out="aten::_linalg_eigh.eigenvalues")
+def linalg_eigh(A, UPLO="L", compute_v=True):
+    if A.dtype not in _EIGH_SWEEPS or A.dim() < 2 or A.dim() > 8 or A.shape[-1] != A.shape[-2] \
+            or UPLO not in ("L", "U"):
+        raise Unsupported(f"eigh of {A.dtype} {tuple(A.shape)}")  # complex, and CPU's errors
+    if A.numel() == 0:
+        w = A.new_empty(A.shape[:-1])
+        return w, (A.new_empty(A.shape) if compute_v else A.new_empty((0,)))
+    # the triangle UPLO names, mirrored (the other one is never read)
+    tri = A.tril() if UPLO == "L" else A.triu()
+    sym = tri + tri.mT - torch.diag_embed(A.diagonal(dim1=-2, dim2=-1))
+    return _eigh(sym, compute_v)
