@@ -35,9 +35,9 @@ One thing the platform cannot say, done here at import when
 CPU reference's platform (outside torch_tpu: a process that imports torch_tpu
 has tpu as its accelerator, and VeRL places models with ``.to(<int>)``).
 
-Each VeRL worker process binds one tpu device, ``tpu:LOCAL_RANK`` as
-torchrun's workers do; the CPU PJRT plugin has one device per process unless
-``LOCAL_WORLD_SIZE`` says more (``torch_tpu._engine.num_devices``).
+Run so far with one worker (``trainer.n_gpus_per_node=1``): one actor
+process on ``tpu:0`` and one vLLM server; several workers (FSDP sharding
+over tpu_dist across Ray actors) are untried.
 """
 import contextlib
 import os
