@@ -1,5 +1,5 @@
-"""Planted problem: torch.linalg.matrix_exp has no tpu rule (yet), so every
-call copies its input to the host, runs on the CPU and copies back.
+"""Planted problem: torch.linalg.lstsq has no tpu rule (yet), so every
+call copies its inputs to the host, runs on the CPU and copies back.
 Run: python -m torch_tpu.doctor --steps 6 examples/doctor/no_tpu_rule.py"""
 import torch
 
@@ -11,8 +11,7 @@ x = torch.randn(64, 16, device=device)
 
 for step in range(10):
     a = torch.randn(16, 16, device=device) * 0.1
-    rotation = torch.linalg.matrix_exp(a - a.T)  # doctor: fallback
-    target = x @ rotation
+    target = torch.linalg.lstsq(a + torch.eye(16, device=device), x.T).solution.T  # doctor: fallback
     loss = (model(x) - target).pow(2).mean()
     opt.zero_grad()
     loss.backward()
