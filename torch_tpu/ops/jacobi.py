@@ -49,21 +49,26 @@ def _rounds(n, device):
     return _ROUNDS[key]
 
 
-def _rotate(a, v, p, q):
-    """One round: columns p[i] and q[i] of every matrix of a (and v) rotated
-    so that they are orthogonal."""
-    ap, aq = a.index_select(-1, p), a.index_select(-1, q)
-    alpha, beta = (ap * ap).sum(-2), (aq * aq).sum(-2)
-    gamma = (ap * aq).sum(-2)
-    still = gamma != 0
-    g = torch.where(still, gamma, torch.ones_like(gamma))
-    zeta = (beta - alpha) / (2 * g)
+def _rotation(app, aqq, apq):
+    """(c, s) of the Jacobi rotation that zeroes apq of the 2 x 2 symmetric
+    [[app, apq], [apq, aqq]] (the smaller angle; c = 1, s = 0 where apq is
+    already 0 or the angle underflows), element by element."""
+    still = apq != 0
+    g = torch.where(still, apq, torch.ones_like(apq))
+    zeta = (aqq - app) / (2 * g)
     sign = torch.where(zeta >= 0, torch.ones_like(zeta), -torch.ones_like(zeta))
     t = sign / (zeta.abs() + torch.sqrt(1 + zeta * zeta))
     t = torch.where(still & torch.isfinite(t), t, torch.zeros_like(t))
     c = torch.rsqrt(1 + t * t)
-    s = (c * t).unsqueeze(-2)
-    c = c.unsqueeze(-2)
+    return c, c * t
+
+
+def _rotate(a, v, p, q):
+    """One round: columns p[i] and q[i] of every matrix of a (and v) rotated
+    so that they are orthogonal."""
+    ap, aq = a.index_select(-1, p), a.index_select(-1, q)
+    c, s = _rotation((ap * ap).sum(-2), (aq * aq).sum(-2), (ap * aq).sum(-2))
+    c, s = c.unsqueeze(-2), s.unsqueeze(-2)
     a = a.index_copy(-1, p, c * ap - s * aq).index_copy(-1, q, s * ap + c * aq)
     vp, vq = v.index_select(-1, p), v.index_select(-1, q)
     v = v.index_copy(-1, p, c * vp - s * vq).index_copy(-1, q, s * vp + c * vq)
@@ -145,14 +150,7 @@ def _sym_rotate(a, v, p, q):
     app = a.diagonal(dim1=-2, dim2=-1).index_select(-1, p)
     aqq = a.diagonal(dim1=-2, dim2=-1).index_select(-1, q)
     apq = a.index_select(-2, p).gather(-1, q.expand(*a.shape[:-2], -1).unsqueeze(-1)).squeeze(-1)
-    still = apq != 0
-    g = torch.where(still, apq, torch.ones_like(apq))
-    theta = (aqq - app) / (2 * g)
-    sign = torch.where(theta >= 0, torch.ones_like(theta), -torch.ones_like(theta))
-    t = sign / (theta.abs() + torch.sqrt(1 + theta * theta))
-    t = torch.where(still & torch.isfinite(t), t, torch.zeros_like(t))
-    c = torch.rsqrt(1 + t * t)
-    s = c * t
+    c, s = _rotation(app, aqq, apq)
     n = a.shape[-1]
     # J: the identity but J[p, p] = J[q, q] = c, J[p, q] = s, J[q, p] = -s
     eye = torch.eye(n, dtype=a.dtype, device=a.device).expand(a.shape).contiguous()
