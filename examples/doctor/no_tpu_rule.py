@@ -1,4 +1,4 @@
-"""Planted problem: torch.linalg.lstsq has no tpu rule (yet), so every
+"""Planted problem: torch.linalg.eigvals has no tpu rule (yet), so every
 call copies its inputs to the host, runs on the CPU and copies back.
 Run: python -m torch_tpu.doctor --steps 6 examples/doctor/no_tpu_rule.py"""
 import torch
@@ -11,7 +11,7 @@ x = torch.randn(64, 16, device=device)
 
 for step in range(10):
     a = torch.randn(16, 16, device=device) * 0.1
-    target = torch.linalg.lstsq(a + torch.eye(16, device=device), x.T).solution.T  # doctor: fallback
+    target = x @ torch.linalg.eigvals(a + torch.eye(16, device=device)).real.diag()  # doctor: fallback
     loss = (model(x) - target).pow(2).mean()
     opt.zero_grad()
     loss.backward()
