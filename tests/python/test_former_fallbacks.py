@@ -1,6 +1,7 @@
 """Ops that went through the CPU fallback (issue 42: a host round trip per
 call on a TPU) and run on tpu now: cauchy_, log_normal_, geometric_,
-normal with tensor mean/std, copysign, frexp, histogram.  The draws come from the device's
+normal with tensor mean/std, copysign, frexp, histogram, sgn's gradient
+(_efficientzerotensor).  The draws come from the device's
 generator, so they are compared with CPU's in distribution (quantiles,
 moments and frequencies of 200,000 draws), not element by element;
 copysign's values, dtypes, gradients and every error are CPU's."""
@@ -249,3 +250,34 @@ def test_histogram_errors_are_cpus(bad):
     with pytest.raises(RuntimeError) as t:
         torch.histogram(x.to("tpu"), **kt)
     assert str(t.value) == str(c.value)
+
+
+_SGN = [torch.tensor([1.5, -2.0, 0.0, -0.0, float("inf"), -float("inf"), float("nan"), -1e-30]),
+        torch.complex(torch.tensor([3.0, 0.0, 0.0, -1.0, float("inf"), 1e-30]),
+                      torch.tensor([4.0, 0.0, -2.0, 1e-20, 1.0, -1e-30]))]
+
+
+@pytest.mark.parametrize("i", range(len(_SGN)), ids=["real", "complex"])
+def test_sgn_and_its_gradient_equal_cpu(i):
+    # a real input's gradient is autograd's zero tensor (_efficientzerotensor),
+    # which went through the CPU fallback
+    x = _SGN[i]
+    g = torch.randn_like(x)
+    xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    yc = torch.sgn(xc)
+    (gc,) = torch.autograd.grad(yc, xc, g)
+    with no_fallback():
+        yt = torch.sgn(xt)
+        (gt,) = torch.autograd.grad(yt, xt, g.to("tpu"))
+    torch.testing.assert_close(yt.detach().cpu(), yc.detach(), equal_nan=True)
+    assert gt.dtype == gc.dtype and gt.shape == gc.shape
+    torch.testing.assert_close(gt.cpu(), gc, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool, None])
+def test_efficientzerotensor_is_zeros_on_the_device(dtype):
+    want = torch._efficientzerotensor((2, 0, 3) if dtype == torch.bool else (2, 3), dtype=dtype)
+    with no_fallback():
+        got = torch._efficientzerotensor(tuple(want.shape), dtype=dtype, device="tpu")
+    assert got.device.type == "tpu" and got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(got.cpu(), torch.zeros_like(want))

@@ -1,4 +1,5 @@
-"""Factory kernels (csrc/ops/factory.c): eye, linspace, logspace.  (full,
+"""Factory kernels (csrc/ops/factory.c): eye, linspace, logspace;
+_efficientzerotensor (a zero fill).  (full,
 empty and arange are in core.py, with the tensor-making machinery they share
 with copies.)  Start / end / base values are 0-d runtime inputs in the type
 PyTorch computes the range in (float64 where the platform has it)."""
@@ -7,6 +8,7 @@ import torch
 from .. import _C
 from .._dispatch import Unsupported, register, run, scalar, supported, write
 from .._dtypes import dtype_code
+from .core import full_tensor
 
 
 def _eye(n, m, out):
@@ -84,6 +86,14 @@ def linspace_out(start, end, steps, *, out):
 def logspace_out(start, end, steps, base=10.0, *, out):
     return _space(start, end, steps, out, base)
 
+
+@register("aten::_efficientzerotensor")
+def efficientzerotensor(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """The zeros autograd makes for a gradient known to be zero (sgn's for
+    real inputs, ...).  CPU's is a ZeroTensor (no storage; ops on it read
+    zeros); here a plain zero-filled tensor, the value the CPU fallback's
+    copy of that ZeroTensor had, made on the device."""
+    return full_tensor(size, 0, dtype or torch.get_default_dtype(), device)
 
 
 def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None, device=None,
