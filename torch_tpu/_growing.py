@@ -23,10 +23,16 @@ Two users:
   any other op sees the valid part as an ordinary view (and then compiles
   for its length, as it would have anyway).
 """
+import os
+import sys
+import weakref
+
 import torch
 from torch.utils._pytree import tree_map
 
 MIN_BUCKET = 64
+# a loop's torch.cat (see cat_or_grow) makes a GrowingTensor (0: never)
+CAT_GROWS = os.environ.get("TORCH_TPU_GROWING_CAT", "1") != "0"
 
 
 def bucket(n, at_least=0):
@@ -87,13 +93,16 @@ class GrowingBuffer:
 class _Shared:
     """A buffer shared by every GrowingTensor made from it; `end` is the
     length the newest of them holds (appends beyond an older one's length
-    would overwrite the newer's positions, so that one copies first)."""
+    would overwrite the newer's positions, so that one copies first).  A
+    buffer an op computed (`own` False: an op's result over a bucket, or a
+    view of another buffer) is never appended to in place."""
 
-    __slots__ = ("buf", "end")
+    __slots__ = ("buf", "end", "own")
 
-    def __init__(self, buf):
+    def __init__(self, buf, own=True):
         self.buf = buf
         self.end = buf.length
+        self.own = own
 
 
 def _same_place(kwargs, data):
@@ -105,6 +114,10 @@ def _same_place(kwargs, data):
             return False
     return (set(kwargs) <= {"dtype", "device", "layout", "pin_memory", "non_blocking", "memory_format"} and
             kwargs.get("layout") in (None, torch.strided) and not kwargs.get("pin_memory"))
+
+
+_LAYOUT_READERS = {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
+                   torch.ops.aten.as_strided.default}
 
 
 class GrowingTensor(torch.Tensor):
@@ -133,26 +146,51 @@ class GrowingTensor(torch.Tensor):
         buf.write(0, t)
         return cls(_Shared(buf), buf.length)
 
+    @classmethod
+    def derived(cls, data, dim, length):
+        """An op's result over a bucket: its first `length` positions along
+        dim are the value, the rest is whatever the op made of the padding."""
+        return cls(_Shared(GrowingBuffer(data, dim, length), own=False), length)
+
     @property
     def growing_dim(self):
         return self._shared.buf.dim
+
+    @property
+    def capacity(self):
+        return self._shared.buf.capacity
+
+    @property
+    def bucket_data(self):
+        return self._shared.buf.data
 
     def valid(self):
         """The valid part: an ordinary view of the buffer."""
         return self._shared.buf.data.narrow(self.growing_dim, 0, self._length)
 
-    def __repr__(self):
-        return f"GrowingTensor({self.valid()!r}, capacity={self._shared.buf.capacity})"
+    # what the user sees, saves or lists is the valid part, as a plain tensor
+    def __repr__(self, *, tensor_contents=None):
+        return repr(self.valid())
+
+    def __reduce_ex__(self, proto):
+        return self.valid().contiguous().__reduce_ex__(proto)
+
+    def tolist(self):
+        return self.valid().tolist()
 
     def _append(self, t):
         sh, buf = self._shared, self._shared.buf
-        if sh.end != self._length:  # an older tensor of the buffer: copy on write
+        if sh.end != self._length or not sh.own:  # an older tensor of the buffer, or an op's: copy first
             new = GrowingBuffer(buf.data.narrow(buf.dim, 0, self._length).clone(), buf.dim, self._length)
-            new.reserve(buf.capacity)
+            new.reserve(max(buf.capacity, 2 * self._length))
             sh = _Shared(new)
         sh.buf.append(t)
         sh.end = sh.buf.length
-        return GrowingTensor(sh, sh.buf.length)
+        g = GrowingTensor(sh, sh.buf.length)
+        dynamo = sys.modules.get("torch._dynamo")
+        if dynamo is not None and not torch.compiler.is_compiling():  # torch.compile traces its length as a symbol, not a new graph a step
+            dynamo.maybe_mark_dynamic(g, sh.buf.dim)
+        return g
 
     def _positions(self, dim, start, end, step):
         """The slice [start:end:step] of the growing dim, normalised, or None."""
@@ -189,7 +227,8 @@ class GrowingTensor(torch.Tensor):
             elif func in (aten.alias.default, aten.detach.default):
                 return GrowingTensor(g._shared, g._length)  # views are new tensors
             elif func is aten._to_copy.default and _same_place(kwargs, data):
-                sh = _Shared(GrowingBuffer(data.to(kwargs.get("dtype") or data.dtype), d, g._length))
+                # own=False: .to() of the same dtype is the buffer itself
+                sh = _Shared(GrowingBuffer(data.to(kwargs.get("dtype") or data.dtype), d, g._length), own=False)
                 return GrowingTensor(sh, g._length)
             elif func is aten.constant_pad_nd.default:
                 pad = list(args[1])
@@ -210,10 +249,85 @@ class GrowingTensor(torch.Tensor):
                     all(tensors[1].shape[i] == first.shape[i] for i in range(first.dim()) if i != first.growing_dim):
                 return first._append(tensors[1])
 
+        from . import _ragged  # ops computed on the whole bucket, masked where the padding would count
+        out = _ragged.dispatch(func, args, kwargs)
+        if out is not NotImplemented:
+            return out
+
         def plain(x):
             return x.valid() if isinstance(x, GrowingTensor) else x
 
-        return func(*tree_map(plain, args), **tree_map(plain, kwargs))
+        if func is not torch.ops.aten.as_strided.default:
+            try:
+                return func(*tree_map(plain, args), **tree_map(plain, kwargs))
+            except RuntimeError:
+                if func not in _LAYOUT_READERS:
+                    raise
+        # a view the valid part's bucket strides refuse, or an as_strided: the
+        # tensor claims contiguous strides, so these read a contiguous copy
+        def dense(x):
+            return x.valid().contiguous() if isinstance(x, GrowingTensor) else x
+
+        return func(*tree_map(dense, args), **kwargs)
+
+
+_GROWN = {}  # id -> (weakref, dim): plain cat results that a later cat may grow again
+_GROWTH_SITES = set()  # (file, line) of user code that grew a tensor by cat: a loop's cat
+_HERE = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+
+
+def _growth_dim(tensors, dim):
+    """The dim along which cat(tensors, dim) extends a tpu tensor by a
+    shorter piece, under no_grad / inference_mode; else None."""
+    if not CAT_GROWS or len(tensors) != 2 or torch.is_grad_enabled():
+        return None
+    a, b = tensors
+    if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.dim() == 0 or a.dim() != b.dim() or \
+            a.dtype != b.dtype or a.device != b.device or a.is_sparse or a.is_quantized:
+        return None
+    d = dim % a.dim()
+    if not 0 < b.shape[d] < a.shape[d] or any(a.shape[i] != b.shape[i] for i in range(a.dim()) if i != d):
+        return None
+    return d
+
+
+def _caller_site():
+    """(file, line) of the nearest frame outside torch and torch_tpu."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_HERE):
+        f = f.f_back
+    return None if f is None else (f.f_code.co_filename, f.f_lineno)
+
+
+def _remember(out, d):
+    key = id(out)
+    _GROWN[key] = (weakref.ref(out, lambda _r, key=key: _GROWN.pop(key, None)), d)
+
+
+def cat_or_grow(tensors, dim, plain_cat):
+    """torch.cat(tensors, dim): a GrowingTensor for a loop's cat, else
+    plain_cat's result.  A loop's cat extends a tensor by a shorter piece
+    (a KV cache, a token list, a history extended by a step) under no_grad
+    or inference_mode, where the tensor is what a cat of the same dim made
+    (its previous step), or at a line of user code that grew a tensor so
+    before (a loop run again: bucketed from its first step).  A one-off cat
+    -- padding, a rotary half, a header -- stays a plain tensor.  The
+    bucket holds twice the tensor's length (at least MIN_BUCKET), so the
+    next steps append in place and the ops over it run on the bucket
+    (torch_tpu/_ragged.py): one program set per bucket, not per length."""
+    d = _growth_dim(tensors, dim)
+    if d is None:
+        return plain_cat(tensors, dim)
+    a, b = tensors
+    site = _caller_site()
+    seen = _GROWN.get(id(a))
+    if (seen is not None and seen[0]() is a and seen[1] == d) or site in _GROWTH_SITES:
+        if site is not None:
+            _GROWTH_SITES.add(site)
+        return GrowingTensor.wrap(a, d, 2 * a.shape[d])._append(b)
+    out = plain_cat(tensors, dim)
+    _remember(out, d)
+    return out
 
 
 def unwrap(x):

@@ -22,6 +22,7 @@ import torch
 from .. import _C
 from .._dispatch import _EXACT_DTYPE_OUT, Unsupported, impl, register, run, scalar, supported, write
 from .._dtypes import dtype_code, scalar_type_name
+from .._growing import cat_or_grow
 from .core import fill_value
 
 _MAX_IN = 64  # TPU_OP_MAX_INPUTS
@@ -42,8 +43,15 @@ def _index_dtype_check(index, what):
 # ---- cat ------------------------------------------------------------------------------
 
 
-@register("aten::cat", out="aten::cat.out")
+@register("aten::cat")
 def cat(tensors, dim=0):
+    if len(tensors) == 2:  # a sequence grown step by step lives in a bucket (torch_tpu/_growing.py)
+        return cat_or_grow(tensors, dim, _cat)
+    return _cat(tensors, dim)
+
+
+@register(out="aten::cat.out")
+def _cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
