@@ -1,5 +1,5 @@
 """Pooling kernels (torch_tpu/ops/pooling.py) on tpu vs CPU, by value and by
-gradient, and max_unpool2d."""
+gradient, and max_unpool2d / max_unpool3d."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -45,3 +45,35 @@ def test_max_unpool2d():
     compare(lambda o, i: F.max_unpool2d(o, i, 2, output_size=(7, 9)), o, i)
     o, i = F.max_pool2d(x[0], 3, stride=2, padding=1, return_indices=True)
     compare(lambda o, i: F.max_unpool2d(o, i, 3, stride=2, padding=1, output_size=(6, 8)), o, i)
+
+
+def test_max_unpool3d():
+    # max_unpool2d's rule over D x (H W) planes (it went through the CPU fallback)
+    x = torch.randn(2, 3, 4, 6, 8)
+    o, i = F.max_pool3d(x, 2, return_indices=True)
+    compare(lambda o, i: F.max_unpool3d(o, i, 2), o, i)
+    compare(lambda o, i: F.max_unpool3d(o, i, 2, output_size=(5, 7, 9)), o, i)
+    o, i = F.max_pool3d(x[0], (3, 2, 3), stride=(2, 1, 2), padding=1, return_indices=True)  # overlapping, no batch
+    compare(lambda o, i: F.max_unpool3d(o, i, (3, 2, 3), stride=(2, 1, 2), padding=1, output_size=(4, 6, 8)), o, i)
+    out = torch.empty(0, device="tpu")
+    o, i = F.max_pool3d(x, 2, return_indices=True)
+    torch._C._nn.max_unpool3d(o.to("tpu"), i.to("tpu"), (4, 6, 8), (2, 2, 2), (0, 0, 0), out=out)
+    assert torch.equal(out.cpu(), F.max_unpool3d(o, i, 2))
+
+
+@pytest.mark.parametrize("bad", [
+    lambda d: F.max_unpool3d(torch.randn(2, 3, 2, 2, device=d)[None, None], torch.zeros(1, 1, 2, 3, 2, 2, device=d,
+                                                                                          dtype=torch.long), 2),
+    lambda d: torch._C._nn.max_unpool3d(torch.randn(1, 2, 2, 2, 2, device=d), torch.zeros(1, 2, 2, 2, 1, device=d,
+                                                                                           dtype=torch.long),
+                                        (4, 4, 4), (2, 2, 2), (0, 0, 0)),
+    lambda d: torch._C._nn.max_unpool3d(torch.randn(1, 2, 2, 2, 2, device=d), torch.zeros(1, 2, 2, 2, 2, device=d,
+                                                                                           dtype=torch.long),
+                                        (4, 4, 4), (0, 2, 2), (0, 0, 0)),
+])
+def test_max_unpool3d_errors_are_cpus(bad):
+    with pytest.raises(Exception) as c:
+        bad("cpu")
+    with pytest.raises(Exception) as t:
+        bad("tpu")
+    assert type(t.value) is type(c.value) and str(t.value) == str(c.value)

@@ -1,6 +1,7 @@
 """Pooling kernels (csrc/ops/pooling.c): max pooling with indices, average
 pooling, adaptive average / max pooling over 2 spatial dims and their
-backward ops, max_unpool2d, and fractional max pooling in 2-d and 3-d.
+backward ops, max_unpool2d (and 3-d through its rule), and fractional max
+pooling in 2-d and 3-d.
 """
 import math
 
@@ -93,6 +94,23 @@ def max_unpool2d(self, indices, output_size):
     x, i = (self, indices) if self.dim() == 4 else (self.unsqueeze(0), indices.unsqueeze(0))
     r = run("max_unpool2d", [x, i], out)[0]
     return r if self.dim() == 4 else r.squeeze(0)
+
+
+@register("aten::max_unpool3d", out="aten::max_unpool3d.out")
+def max_unpool3d(self, indices, output_size, stride, padding):
+    """max_unpool2d's rule over planes of D x (H W): the indices are flat in
+    a plane either way (stride and padding are only checked, as on CPU)."""
+    supported(self.dtype)
+    out = [int(s) for s in output_size]
+    if (len(out) != 3 or len(stride) != 3 or len(padding) != 3 or min(stride) < 1 or min(padding) < 0
+            or self.dim() not in (4, 5) or indices.shape != self.shape or indices.dtype != torch.int64
+            or self.numel() == 0 or min(out) < 1):
+        raise Unsupported()  # CPU's errors
+    x, i = (self, indices) if self.dim() == 5 else (self.unsqueeze(0), indices.unsqueeze(0))
+    n, c, d, h, w = x.shape
+    r = run("max_unpool2d", [x.reshape(n, c, d, h * w), i.reshape(n, c, d, h * w)], [out[0], out[1] * out[2]])[0]
+    r = r.view(n, c, *out)
+    return r if self.dim() == 5 else r.squeeze(0)
 
 
 # ---- fractional max pooling --------------------------------------------------
