@@ -15,6 +15,7 @@ import torch.utils._pytree as pytree
 
 from . import _C
 from ._engine import MODES
+from ._growing import from_views, to_views
 
 _FUSED = MODES["fused"]
 _DEBUG = MODES["debug"]
@@ -115,6 +116,7 @@ def _fused_runner(gm, example_inputs):
 
     @functools.wraps(gm.forward)
     def run(*args):
+        args = from_views(args)  # a cache this graph grew last call grows on in its bucket
         prev = _C.get_mode()
         if prev != _FUSED:
             _C.set_mode(_FUSED)  # flushes what eager left pending
@@ -130,7 +132,7 @@ def _fused_runner(gm, example_inputs):
                 _C.set_mode(prev)
         if prev == _DEBUG:  # debug mode: the graph's device-side checks raise at its call
             _C.synchronize()
-        return out
+        return to_views(out)
 
     run._boxed_call = getattr(gm, "_boxed_call", False)
     return run

@@ -330,6 +330,37 @@ def cat_or_grow(tensors, dim, plain_cat):
     return out
 
 
+_VIEWS = {}  # id -> (weakref, _Shared, length): GrowingTensors handed out as plain views
+
+
+def _as_view(x):
+    if not isinstance(x, GrowingTensor):
+        return x
+    v = x.valid()
+    key = id(v)
+    _VIEWS[key] = (weakref.ref(v, lambda _r, key=key: _VIEWS.pop(key, None)), x._shared, x._length)
+    return v
+
+
+def to_views(out):
+    """A compiled graph's outputs with each GrowingTensor as its plain valid
+    view: dynamo sees plain tensors (a subclass it cannot trace would break
+    the next call's graph), and from_views makes them growing again."""
+    if isinstance(out, (list, tuple)):
+        return type(out)(_as_view(x) for x in out)
+    return _as_view(out)
+
+
+def from_views(args):
+    """args with each plain view that to_views handed out growing again."""
+    if not _VIEWS:
+        return args
+    def back(x):
+        e = _VIEWS.get(id(x))
+        return GrowingTensor(e[1], e[2]) if e is not None and e[0]() is x else x
+    return [back(x) for x in args]
+
+
 def unwrap(x):
     """A plain tensor for a GrowingTensor (its valid part, contiguous); x else."""
     return x.valid().contiguous() if isinstance(x, GrowingTensor) else x

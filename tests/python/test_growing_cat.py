@@ -224,6 +224,38 @@ def test_an_older_length_appended_again_copies(tpu):
     assert c.tolist() == [[-1.0, 0.0, 1.0, 0.0, 0.0, 10.0, 30.0]]
 
 
+def _step(q, k, v, kn, vn):
+    k, v = torch.cat([k, kn], 2), torch.cat([v, vn], 2)
+    return _attention(q, k, v), k, v
+
+
+def test_compiled_step_grows_its_cache(tpu):
+    """torch.compile(backend="tpu") of a decoding step that grows the cache
+    it is given and returns it: equal to CPU at every step; dynamo traces 3
+    graphs (the first length, a symbolic one, ...) and the device compiles
+    at most 4 programs after the first step."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    torch.manual_seed(4)
+    step_fn = torch.compile(_step, backend="tpu")
+    B, H, D = 2, 2, 8
+    k, v = torch.randn(B, H, 6, D), torch.randn(B, H, 6, D)
+    kt, vt = k.to(tpu), v.to(tpu)
+    counts = []
+    with torch.no_grad():
+        for step in range(16):
+            q, kn, vn = (torch.randn(B, H, 1, D) for _ in range(3))
+            o, k, v = _step(q, k, v, kn, vn)
+            ot, kt, vt = step_fn(q.to(tpu), kt, vt, kn.to(tpu), vn.to(tpu))
+            assert type(kt) is torch.Tensor  # dynamo is handed plain tensors
+            _close(ot, o)
+            _close(kt, k, atol=0)
+            counts.append(_compiles())
+    assert counts[-1] - counts[0] <= 4, counts
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs <= 4
+
+
 def test_compiled_function_over_a_grown_cache(tpu):
     """torch.compile(backend="tpu") of the attention, the cache grown in
     eager: equal to CPU at every step, at most 4 programs compiled after the
