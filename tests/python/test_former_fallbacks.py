@@ -1,7 +1,7 @@
 """Ops that went through the CPU fallback (issue 42: a host round trip per
 call on a TPU) and run on tpu now: cauchy_, log_normal_, geometric_,
-normal with tensor mean/std, copysign, frexp, histogram, sgn's gradient
-(_efficientzerotensor).  The draws come from the device's
+normal with tensor mean/std, copysign, frexp, histogram, histogramdd, sgn's
+gradient (_efficientzerotensor).  The draws come from the device's
 generator, so they are compared with CPU's in distribution (quantiles,
 moments and frequencies of 200,000 draws), not element by element;
 copysign's values, dtypes, gradients and every error are CPU's."""
@@ -249,6 +249,49 @@ def test_histogram_errors_are_cpus(bad):
     kt = {k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in bad.items()}
     with pytest.raises(RuntimeError) as t:
         torch.histogram(x.to("tpu"), **kt)
+    assert str(t.value) == str(c.value)
+
+
+_HISTDD = [dict(bins=[3, 4]), dict(bins=5), dict(bins=[2, 3], range=[-1.0, 1.0, 0.0, 0.0]), dict(bins=[4, 2], weight=True),
+           dict(bins=[3, 3], density=True), dict(bins=[2, 5], weight=True, density=True, range=[-2, 1, -1, 3]),
+           dict(bins="tensors"), dict(bins="tensors", weight=True, density=True)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("i", range(len(_HISTDD)))
+def test_histogramdd_equals_cpu(i, dtype):
+    torch.manual_seed(i)
+    x = torch.randn(4, 10, 2, dtype=dtype)
+    kw = dict(_HISTDD[i])
+    if "range" in kw:
+        x[0, 0, 0] = float("nan")  # counted nowhere (an explicit range: without one CPU refuses NaN)
+    x[1, 1, 1] = 0.0
+    if kw.get("weight"):
+        kw["weight"] = torch.rand(4, 10, dtype=dtype)
+    if kw["bins"] == "tensors":
+        kw["bins"] = [torch.tensor([-2.0, -0.5, 0.0, 0.1, 3.0], dtype=dtype), torch.tensor([-1.0, 0.0, 1.0], dtype=dtype)]
+        x[2, 2, 0] = 3.0  # on the last edge: in the last bin
+    h, e = torch.histogramdd(x, **kw)
+    kt = {k: (v.to("tpu") if isinstance(v, torch.Tensor) else [b.to("tpu") for b in v] if k == "bins" and
+              isinstance(v, list) and isinstance(v[0], torch.Tensor) else v) for k, v in kw.items()}
+    ht, et = _no_fallback(lambda: torch.histogramdd(x.to("tpu"), **kt))
+    torch.testing.assert_close(ht.cpu(), h)
+    assert len(et) == len(e) and all(torch.equal(a.cpu(), b) for a, b in zip(et, e))
+
+
+@pytest.mark.parametrize("bad", [dict(bins=[2, 0]), dict(bins=[2, 2, 2]), dict(bins=[2, 2], range=[1.0, 0.0, 0, 1]),
+                                 dict(bins=[2, 2], range=[0.0, 1.0]), dict(bins=[2, 2], weight=torch.ones(4)),
+                                 dict(bins=[2, 2], nan=True)])
+def test_histogramdd_errors_are_cpus(bad):
+    x = torch.randn(5, 2)
+    bad = dict(bad)
+    if bad.pop("nan", False):
+        x[0, 1] = float("nan")
+    with pytest.raises(RuntimeError) as c:
+        torch.histogramdd(x, **bad)
+    kt = {k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in bad.items()}
+    with pytest.raises(RuntimeError) as t:
+        torch.histogramdd(x.to("tpu"), **kt)
     assert str(t.value) == str(c.value)
 
 

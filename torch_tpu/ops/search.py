@@ -1,5 +1,6 @@
 """Membership, search and binning kernels: isin, searchsorted, bucketize,
-histc (rules in csrc/ops/search.c).
+histc (rules in csrc/ops/search.c); histogram and histogramdd composed of
+searchsorted and scatter_add.
 
 isin runs in every `generate` (stop tokens), histc in every Mixture-of-
 Experts layer (tokens per expert): on the device they cost no host round
@@ -156,3 +157,90 @@ def histogram_bins_tensor(self, bins, *, weight=None, density=False):
         raise Unsupported("histogram: edges that are not a 1-d tensor of 2 or more of the input's dtype")
     edges = bins.to(self.device)
     return _histogram_counts(self, edges, weight, density), edges.clone()
+
+
+# ---- histogramdd: the N columns of self's last dim binned together ----------------------------
+# (torch.histogramdd's three ATen ops; the composite itself calls the first
+# two, so bin counts cost one host read of the columns' min and max each.)
+
+
+def _histdd_check(self, weight, nbins):
+    if self.dtype not in (torch.float32, torch.float64) or self.dim() < 1 or self.dim() > 8:
+        raise Unsupported(f"histogramdd of {self.dtype}")
+    if nbins != self.shape[-1] or (weight is not None and (weight.shape != self.shape[:-1]
+                                                           or weight.dtype != self.dtype)):
+        raise Unsupported("histogramdd: bins or weight of another shape")  # CPU's errors
+    return self.reshape(-1, self.shape[-1])
+
+
+def _histdd_edges(x, bins, rng):
+    """CPU's edges: per column, linspace over range or [min, max] (one host
+    read; an empty range widened by 0.5 on each side, no elements [0, 1])."""
+    n = x.shape[-1]
+    if any(int(b) <= 0 for b in bins):
+        raise Unsupported("histogramdd: bins <= 0")
+    if rng is not None:
+        if len(rng) != 2 * n:
+            raise Unsupported("histogramdd: range of another length")
+        lo, hi = [float(v) for v in rng[0::2]], [float(v) for v in rng[1::2]]
+    elif x.shape[0]:
+        mn, mx = torch.aminmax(x, dim=0)
+        lo, hi = torch.stack([mn, mx]).tolist()
+    else:
+        lo, hi = [0.0] * n, [1.0] * n
+    edges = []
+    for d in range(n):
+        a, b = lo[d], hi[d]
+        if not (math.isfinite(a) and math.isfinite(b)) or a > b:
+            raise Unsupported("histogramdd: a range that is not finite or decreasing")
+        if a == b:
+            a, b = a - 0.5, b + 0.5
+        edges.append(torch.linspace(a, b, int(bins[d]) + 1, dtype=x.dtype).to(x.device))
+    return edges
+
+
+
+def _histdd_counts(x, edges, weight, density):
+    """Bin (i_0, ..., i_N-1) counts the rows whose column d lies in bin i_d
+    of edges[d] (edges[i] <= v < edges[i + 1], the last bin its right edge
+    too); a row outside in any column, or NaN, counts nowhere."""
+    sizes = [e.numel() - 1 for e in edges]
+    flat = torch.zeros(x.shape[0], dtype=torch.int64, device=x.device)
+    inside = torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
+    for d, e in enumerate(edges):
+        v = x[:, d].contiguous()
+        inside = inside & (v >= e[0]) & (v <= e[-1])
+        flat = flat * sizes[d] + (torch.searchsorted(e, v, right=True) - 1).clamp(0, sizes[d] - 1)
+    w = torch.ones(x.shape[0], dtype=x.dtype, device=x.device) if weight is None else weight.reshape(-1)
+    w = torch.where(inside, w, torch.zeros((), dtype=x.dtype, device=x.device))
+    total = 1
+    for s in sizes:
+        total *= s
+    hist = torch.zeros(total, dtype=x.dtype, device=x.device).scatter_add(0, flat, w).view(sizes)
+    if density:  # CPU's order: by the sum, then by each dim's bin lengths
+        hist = hist / hist.sum()
+        for d, e in enumerate(edges):
+            shape = [1] * len(edges)
+            shape[d] = sizes[d]
+            hist = hist / (e[1:] - e[:-1]).reshape(shape)
+    return hist
+
+
+@register("aten::_histogramdd_bin_edges")
+def histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False):
+    x = _histdd_check(self, weight, len(bins))
+    return _histdd_edges(x, bins, range)
+
+
+@register("aten::_histogramdd_from_bin_cts")
+def histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=False):
+    x = _histdd_check(self, weight, len(bins))
+    return _histdd_counts(x, _histdd_edges(x, bins, range), weight, density)
+
+
+@register("aten::_histogramdd_from_bin_tensors")
+def histogramdd_from_bin_tensors(self, bins, *, weight=None, density=False):
+    x = _histdd_check(self, weight, len(bins))
+    if any(b.dim() != 1 or b.numel() < 2 or b.dtype != self.dtype for b in bins):
+        raise Unsupported("histogramdd: edges that are not 1-d tensors of 2 or more of the input's dtype")
+    return _histdd_counts(x, [b.to(self.device) for b in bins], weight, density)
