@@ -1,7 +1,7 @@
 """Ops that went through the CPU fallback (issue 42: a host round trip per
 call on a TPU) and run on tpu now: cauchy_, log_normal_, geometric_,
 normal with tensor mean/std, copysign, frexp, histogram, histogramdd, sgn's
-gradient (_efficientzerotensor).  The draws come from the device's
+gradient (_efficientzerotensor), hash_tensor.  The draws come from the device's
 generator, so they are compared with CPU's in distribution (quantiles,
 moments and frequencies of 200,000 draws), not element by element;
 copysign's values, dtypes, gradients and every error are CPU's."""
@@ -324,3 +324,41 @@ def test_efficientzerotensor_is_zeros_on_the_device(dtype):
         got = torch._efficientzerotensor(tuple(want.shape), dtype=dtype, device="tpu")
     assert got.device.type == "tpu" and got.dtype == want.dtype and got.shape == want.shape
     assert torch.equal(got.cpu(), torch.zeros_like(want))
+
+
+_F32_EDGES = [1.0, 2.0, -0.0, 0.0, float("nan"), float("inf"), -float("inf"), 1e-45, -3e-39, 1.17e-38, 3.4e38, -1.5]
+
+
+def _hash_cases():
+    signalling = torch.tensor([0x7F800001, -0x7FFFFEDD], dtype=torch.int32).view(torch.float32)  # quieted as CPU
+    return [(torch.tensor(_F32_EDGES)[:, None], dict(dim=1)), (signalling[:, None], dict(dim=1)),
+            (torch.randn(3, 4, 5), {}), (torch.randn(3, 4, 5), dict(dim=(0, 2), keepdim=True)),
+            (torch.randn(2, 3), dict(dim=-1)), (torch.randint(-100, 100, (4, 6), dtype=torch.int32), {}),
+            (torch.tensor([-1, 7], dtype=torch.int8), {}), (torch.tensor([255, 3], dtype=torch.uint8), {}),
+            (torch.tensor([True, False, True]), {}), (torch.randn(5, dtype=torch.float64), dict(dim=0)),
+            (torch.randn(7).half(), {}), (torch.randn(7).bfloat16(), {}), (torch.randn(0, 3), dict(dim=1)),
+            (torch.tensor(2.5), {}), (torch.tensor(2.5), dict(dim=0, keepdim=True)),
+            (torch.randint(0, 2 ** 62, (9,), dtype=torch.int64), {})]
+
+
+@pytest.mark.parametrize("i", range(16))
+def test_hash_tensor_equals_cpu_bit_for_bit(i):
+    torch.manual_seed(i)
+    x, kw = _hash_cases()[i]
+    want = torch.hash_tensor(x, **kw)
+    got = _no_fallback(lambda: torch.hash_tensor(x.to("tpu"), **kw))
+    assert got.dtype == torch.uint64 and got.shape == want.shape
+    assert torch.equal(got.cpu().view(torch.int64), want.view(torch.int64))
+    out = torch.empty(0, dtype=torch.uint64, device="tpu")
+    _no_fallback(lambda: torch.hash_tensor(x.to("tpu"), **kw, out=out))
+    assert torch.equal(out.cpu().view(torch.int64), want.view(torch.int64))
+
+
+@pytest.mark.parametrize("bad", [lambda d: torch.hash_tensor(torch.zeros(0, device=d)),
+                                 lambda d: torch.hash_tensor(torch.zeros(3, 0, device=d), dim=1),
+                                 lambda d: torch.hash_tensor(torch.zeros(3, device=d), dim=1),
+                                 lambda d: torch.hash_tensor(torch.zeros(3, device=d), mode=1),
+                                 lambda d: torch.hash_tensor(torch.zeros(3, device=d, dtype=torch.complex64))])
+def test_hash_tensor_errors_are_cpus(bad):
+    cpu, tpu = _error_like_cpu(bad)
+    assert tpu == cpu

@@ -382,3 +382,59 @@ def nansum(self, dim=None, keepdim=False, *, dtype=None):
         dims = [d % self.dim() for d in dims]
     return Call("nansum", [self], [dtype_code(dtype), int(bool(keepdim)), len(dims), *dims])
 
+
+
+# ---- hash_tensor: the xor of the elements' 64-bit patterns ------------------------------------
+
+
+def _bits64(x):
+    """Each element as CPU's hash_tensor reads it, as int64: integers and
+    bools widened to 64 bits, floats to float64's bit pattern.  float32
+    becomes float64 on the bits (exact; XLA's CPU code flushes subnormals in
+    float arithmetic, and a TPU has no float64): exponent rebiased,
+    mantissa shifted, a subnormal normalized, a NaN quieted."""
+    if x.dtype == torch.float64:
+        return x.view(torch.int64)
+    if not x.dtype.is_floating_point:
+        return x.view(torch.int64) if x.dtype == torch.uint64 else x.to(torch.int64)
+    b = x.float().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    e, m = (b >> 23) & 0xFF, b & 0x7FFFFF
+    normal = ((e + 896) << 52) | (m << 29)
+    special = (0x7FF << 52) | (torch.where(m != 0, m | 0x400000, m) << 29)  # inf, NaN
+    # a subnormal m 2^-149, p = floor(log2 m) from m's exact float32 exponent
+    p = (((m.to(torch.float32).view(torch.int32).to(torch.int64) >> 23) & 0xFF) - 127).clamp(0, 22)
+    sub = ((p + 874) << 52) | ((m << (52 - p)) & ((1 << 52) - 1))
+    r = torch.where(e == 0xFF, special, torch.where(e == 0, torch.where(m == 0, 0, sub), normal))
+    return r | ((b >> 31) << 63)
+
+
+@register("aten::hash_tensor", out="aten::hash_tensor.out")
+def hash_tensor(self, dim=(), *, keepdim=False, mode=0):
+    """uint64: the xor over dim (every dim when empty) of _bits64, as a tree
+    of bitwise_xor over the reduced elements (padded with zeros, xor's
+    identity, to a power of two)."""
+    if mode != 0 or self.dtype.is_complex or self.dim() > 8:
+        raise Unsupported("hash_tensor: mode or dtype")  # CPU's errors
+    nd = max(self.dim(), 1)
+    if any(not -nd <= d < nd for d in _dims(dim)):
+        raise Unsupported("hash_tensor: dim out of range")  # CPU's error
+    if self.dim() == 0:
+        return _bits64(self).view(torch.uint64)
+    dims = sorted({d % nd for d in _dims(dim)}) if _dims(dim) else list(range(self.dim()))
+    if (not _dims(dim) and self.numel() == 0) or any(self.shape[d] == 0 for d in dims):
+        raise Unsupported("hash_tensor over no elements")  # CPU's errors
+    keep = [d for d in range(self.dim()) if d not in dims]
+    x = _bits64(self).permute(*keep, *dims)
+    kept = [self.shape[d] for d in keep]
+    x = x.reshape(*kept, -1) if x.numel() else torch.zeros(*kept, 1, dtype=torch.int64, device=self.device)
+    k = x.shape[-1]
+    width = 1 << max(k - 1, 0).bit_length()
+    if width != k:
+        x = torch.nn.functional.pad(x, (0, width - k))
+    while x.shape[-1] > 1:
+        h = x.shape[-1] // 2
+        x = x[..., :h] ^ x[..., h:]
+    out = x.squeeze(-1)
+    if keepdim:
+        out = out.reshape([1 if d in dims else self.shape[d] for d in range(self.dim())])
+    return out.view(torch.uint64)
