@@ -10,7 +10,7 @@ _FAMILIES = ["core", "factory", "random", "elementwise", "math", "activation", "
              "pooling", "normalization", "embedding", "loss", "upsample", "padding", "index", "optim", "foreach",
              "search", "rnn", "nonzero", "cholesky", "lu", "fft", "complex", "composite", "transformer",
              "nn_composite", "sparse", "special", "householder", "jacobi",
-             "matrix_functions", "lstsq", "segment_reduce"]
+             "matrix_functions", "lstsq", "segment_reduce", "ldl"]
 loaded = []
 failed = {}
 
