@@ -176,6 +176,8 @@ def write(dst, src):
                       dst.device.index)
     if isinstance(src, torch.Tensor):
         if not _C.is_tpu(src):
+            if src.device.type == "tpu":  # a tpu tensor the engine cannot read: say why
+                _C.storage_info(src)
             if src.dim() == 0 and src.device.type == "cpu":
                 src = (dtype_code(dst.dtype), src.item())
             else:

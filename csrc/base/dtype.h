@@ -34,7 +34,7 @@ typedef enum tpu_dtype {
   TPU_F8E4M3FNUZ = 20,
 } tpu_dtype_t;
 
-#define TPU_MAX_RANK 8
+#define TPU_MAX_RANK 16
 
 /* Bytes per element; 0 for an invalid type. */
 size_t tpu_dtype_size(tpu_dtype_t dt);

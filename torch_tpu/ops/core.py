@@ -74,7 +74,7 @@ def full_tensor(size, value, dtype, device=None):
     if dtype.is_complex:  # complex values have no scalar input form: upload
         return from_host(torch.full(size, value, dtype=dtype), idx)
     code = dtype_code(dtype)
-    if len(size) > _MAX_RANK:  # the engine's ranks stop at 8: the flat fill, viewed
+    if len(size) > _MAX_RANK:  # the engine's ranks stop at 16: the flat fill, viewed
         n = 1
         for d in size:
             n *= d
@@ -97,7 +97,7 @@ def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=N
 @register(["fill_.Scalar"])
 def fill_scalar(self, value):
     value = fill_value(value, self.dtype)
-    if self.dim() > _MAX_RANK and self.is_contiguous():  # through the flat view (engine ranks stop at 8)
+    if self.dim() > _MAX_RANK and self.is_contiguous():  # through the flat view (engine ranks stop at 16)
         write(self.view(-1), value)
         return self
     return write(self, value)
@@ -132,7 +132,7 @@ def from_host(src, device_index=None, non_blocking=False):
         device_index = _C.get_device()
     if src.numel() == 0 and not src.is_complex():
         return full_tensor(src.shape, 0, src.dtype, device_index)
-    if src.dim() > _MAX_RANK:  # the engine's arrays stop at rank 8: a flat upload, viewed
+    if src.dim() > _MAX_RANK:  # the engine's arrays stop at rank 16: a flat upload, viewed
         return from_host(src.reshape(-1), device_index, non_blocking).view(src.shape)
     return _C.from_host(src.data_ptr(), tuple(src.shape), dtype_code(src.dtype), device_index, bool(non_blocking))
 
@@ -146,7 +146,7 @@ def _host_copy_to_tpu(src, dst, non_blocking=False):
     return write(dst, from_host(src, dst.device.index or 0, non_blocking))
 
 
-_MAX_RANK = 8  # TPU_MAX_RANK (csrc/base/dtype.h)
+_MAX_RANK = 16  # TPU_MAX_RANK (csrc/base/dtype.h)
 
 
 def _tpu_copy_to_host(src, dst):
