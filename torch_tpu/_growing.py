@@ -272,6 +272,7 @@ class GrowingTensor(torch.Tensor):
 
 
 _GROWN = {}  # id -> (weakref, dim): plain cat results that a later cat may grow again
+_VIEWS = {}  # id -> (weakref, _Shared, length): GrowingTensors handed out as plain views (to_views)
 _GROWTH_SITES = set()  # (file, line) of user code that grew a tensor by cat: a loop's cat
 _HERE = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
 
@@ -319,6 +320,9 @@ def cat_or_grow(tensors, dim, plain_cat):
     if d is None:
         return plain_cat(tensors, dim)
     a, b = tensors
+    view = _VIEWS.get(id(a))
+    if view is not None and view[0]() is a and view[1].buf.dim == d:  # a compiled graph's grown output
+        return GrowingTensor(view[1], view[2])._append(b)
     site = _caller_site()
     seen = _GROWN.get(id(a))
     if (seen is not None and seen[0]() is a and seen[1] == d) or site in _GROWTH_SITES:
@@ -328,9 +332,6 @@ def cat_or_grow(tensors, dim, plain_cat):
     out = plain_cat(tensors, dim)
     _remember(out, d)
     return out
-
-
-_VIEWS = {}  # id -> (weakref, _Shared, length): GrowingTensors handed out as plain views
 
 
 def _as_view(x):
