@@ -199,7 +199,6 @@ def _histdd_edges(x, bins, rng):
     return edges
 
 
-
 def _histdd_counts(x, edges, weight, density):
     """Bin (i_0, ..., i_N-1) counts the rows whose column d lies in bin i_d
     of edges[d] (edges[i] <= v < edges[i + 1], the last bin its right edge
