@@ -116,6 +116,13 @@ def _same_place(kwargs, data):
             kwargs.get("layout") in (None, torch.strided) and not kwargs.get("pin_memory"))
 
 
+def _ragged_dispatch(func, args, kwargs):
+    global _ragged_dispatch
+    from ._ragged import dispatch  # imports this module: bound at first use
+    _ragged_dispatch = dispatch
+    return dispatch(func, args, kwargs)
+
+
 _LAYOUT_READERS = {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
                    torch.ops.aten.as_strided.default}
 
@@ -249,8 +256,7 @@ class GrowingTensor(torch.Tensor):
                     all(tensors[1].shape[i] == first.shape[i] for i in range(first.dim()) if i != first.growing_dim):
                 return first._append(tensors[1])
 
-        from . import _ragged  # ops computed on the whole bucket, masked where the padding would count
-        out = _ragged.dispatch(func, args, kwargs)
+        out = _ragged_dispatch(func, args, kwargs)  # on the whole bucket, masked where the padding would count
         if out is not NotImplemented:
             return out
 

@@ -32,7 +32,6 @@ mask it.
 import math
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ._growing import GrowingTensor
 
@@ -87,16 +86,30 @@ def _data(x):
 # ---- elementwise --------------------------------------------------------------------------
 
 
-def _pointwise(func, flat, spec, gs):
+def _leaves(args, kwargs):
+    """The operands of an ATen call: its arguments, one level into lists."""
+    for x in (*args, *kwargs.values()):
+        if isinstance(x, (list, tuple)):
+            yield from x
+        else:
+            yield x
+
+
+def _buckets(x):
+    if isinstance(x, (list, tuple)):
+        return type(x)(_data(y) for y in x)
+    return _data(x)
+
+
+def _pointwise(func, args, kwargs, gs):
     u = _uniform(gs)
     if u is None:
         return NI
     _, p = u
-    for x in flat:
+    for x in _leaves(args, kwargs):
         if isinstance(x, torch.Tensor) and not isinstance(x, GrowingTensor) and x.dim() >= -p and x.shape[p] != 1:
             return NI  # a plain operand of the valid length along the growing dim
-    args, kwargs = tree_unflatten([_data(x) for x in flat], spec)
-    r = func(*args, **kwargs)
+    r = func(*[_buckets(x) for x in args], **{k: _buckets(x) for k, x in kwargs.items()})
     if not isinstance(r, torch.Tensor) or r.dim() < -p or r.shape[p] != gs[0].capacity:
         raise AssertionError(f"growing dim lost by pointwise {func}")
     return _derived(r, r.dim() + p, gs[0])
@@ -351,8 +364,7 @@ _FIRST_GROWS = {aten.transpose.int, aten.t.default, aten.permute.default, aten.u
 def dispatch(func, args, kwargs):
     """func over the bucket (a GrowingTensor result, or a plain one where the
     growing dim was reduced or contracted), or NotImplemented."""
-    flat, spec = tree_flatten((args, kwargs))
-    gs = [x for x in flat if isinstance(x, GrowingTensor)]
+    gs = [x for x in _leaves(args, kwargs) if isinstance(x, GrowingTensor)]
     if not gs:
         return NI
     h = _HANDLERS.get(func)
@@ -361,5 +373,5 @@ def dispatch(func, args, kwargs):
             return NI
         return h(*args, **kwargs)
     if torch.Tag.pointwise in func.tags and not func._schema.is_mutable:
-        return _pointwise(func, flat, spec, gs)
+        return _pointwise(func, args, kwargs, gs)
     return NI
