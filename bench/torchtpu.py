@@ -25,6 +25,11 @@ Figures (steady-state ones after a warm-up that compiles):
   arith    150 elementwise ops (bench run.py's arithmetic cycle: x*y, x+y,
            x-y, maximum, x*0.5, relu) on 256x256 float32, + sync
   sin      `x = sin(x) * 0.5 + 0.1` 50 times (150 ops) on 256x256, + sync
+  decode   a KV cache written by hand: 32 decoding steps, each
+           `k = torch.cat([k, k_new], 2)` (and v) and attention in plain ops
+           (q @ k^T, softmax, @ v; B 4, H 8, D 64, prompt 100) under no_grad,
+           one sync at the end: the first 32 steps (a new length every step:
+           cold, compiles included) and the same 32 steps again (ms/step)
   train    bench/models.py's GPT (4 layers, d 256, 4 heads, seq 128,
            batch 8, AdamW) with its attention in plain ops (matmul, causal
            mask, softmax: TorchTPU's SDPA does not run on the CPU plugin):
@@ -65,7 +70,7 @@ TAG = "TORCHTPU_JSON "
 CONFIGS = [("cpu", "cpu"), ("ours", "strict"), ("ours", "fused"), ("theirs", "defer_never"),
            ("theirs", "defer_and_fuse")]
 PAIRS = [("strict", "defer_never"), ("fused", "defer_and_fuse")]
-MICRO = ("op", "arith", "sin")
+MICRO = ("op", "arith", "sin", "decode")
 
 
 def _name(side, mode):
@@ -160,6 +165,39 @@ def _chain(torch, dev, sync, quick, kind):
         ts.append(t)
     return {"ms": statistics.median(ts) * 1e3, "runs_ms": [round(t * 1e3, 3) for t in ts],
             "first_run_ms": t_first * 1e3, "ops": len(ops), "max_abs_diff_vs_cpu": float((r.cpu() - ref).abs().max())}
+
+
+def _decode(torch, dev, sync, quick):
+    import math
+    steps, B, H, D, P = 32, 4, 8, 64, 100
+    g = torch.Generator().manual_seed(0)
+    k0, v0 = torch.randn(B, H, P, D, generator=g), torch.randn(B, H, P, D, generator=g)
+    new = [tuple(torch.randn(B, H, 1, D, generator=g) for _ in range(3)) for _ in range(steps)]
+
+    def run(to_dev):
+        k, v = (k0.to(dev), v0.to(dev)) if to_dev else (k0, v0)
+        qs = [tuple(t.to(dev) for t in n) for n in new] if to_dev else new
+        sync(k, v)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            for q, kn, vn in qs:
+                k, v = torch.cat([k, kn], 2), torch.cat([v, vn], 2)
+                o = ((q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D))).softmax(-1) @ v
+        sync(o)
+        return time.perf_counter() - t0, o
+
+    compiles = (lambda: torch.tpu.cache_stats()["compiles"]) if hasattr(torch, "tpu") and \
+        hasattr(torch.tpu, "cache_stats") else (lambda: None)
+    c0 = compiles()
+    t_first, o = run(True)
+    c1 = compiles()
+    ts = [run(True)[0] for _ in range(2 if quick else 3)]
+    _, ref = run(False) if dev != "cpu" else (None, o)
+    return {"ms_per_step": statistics.median(ts) * 1e3 / steps, "first_32_steps_s": t_first,
+            "runs_ms_per_step": [round(t * 1e3 / steps, 3) for t in ts], "steps": steps,
+            "compiles_first_32_steps": None if c0 is None else c1 - c0,
+            "compiles_again": None if c0 is None else compiles() - c1,
+            "max_abs_diff_vs_cpu": float((o.cpu() - ref).abs().max())}
 
 
 def _plain_attention(torch):
@@ -334,6 +372,8 @@ def child_main(spec):
                 out[m] = _op(torch, dev, sync, quick)
             elif m in ("arith", "sin"):
                 out[m] = _chain(torch, dev, sync, quick, m)
+            elif m == "decode":
+                out[m] = _decode(torch, dev, sync, quick)
             elif m == "train":
                 out[m] = _train(torch, dev, sync, quick, t_spawn)
             elif m == "coverage":
@@ -520,7 +560,8 @@ def sec_torchtpu(measure, quick, limit):
     return out
 
 
-FIGURES = [("op", "us_per_op"), ("arith", "ms"), ("sin", "ms"), ("train", "ms_per_step"),
+FIGURES = [("op", "us_per_op"), ("arith", "ms"), ("sin", "ms"), ("decode", "ms_per_step"),
+           ("decode", "first_32_steps_s"), ("train", "ms_per_step"),
            ("train", "cold_first_step_s"), ("train", "spawn_to_first_step_end_s")]
 
 
@@ -555,7 +596,9 @@ def markdown_rows(res, cell):
         rows.append(["TorchTPU 0.2.0 beside torch_tpu", "", "", "", res["skipped"]])
     labels = {"op": ("TorchTPU vs ours: `c = c + b`, 1k f32, per op incl. sync share (us)", "us_per_op", "{:.1f}"),
               "arith": ("TorchTPU vs ours: 150-op arithmetic chain, 256x256 (ms)", "ms", "{:.2f}"),
-              "sin": ("TorchTPU vs ours: sin(x)*0.5+0.1 x50 (150 ops), 256x256 (ms)", "ms", "{:.2f}")}
+              "sin": ("TorchTPU vs ours: sin(x)*0.5+0.1 x50 (150 ops), 256x256 (ms)", "ms", "{:.2f}"),
+              "decode": ("TorchTPU vs ours: KV cache grown by torch.cat, 32 decode steps, again (ms/step)",
+                         "ms_per_step", "{:.2f}")}
     r = res.get("ratios") or {}
 
     def theirs(sec, key, fmt):
