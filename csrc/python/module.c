@@ -137,7 +137,7 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
   tpu_rt_stats(&s);
   return Py_BuildValue(
       "{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,"
-      "s:L}",
+      "s:L,s:L,s:d}",
       "mem_hits", (long long)s.mem_hits, "mem_misses", (long long)s.mem_misses, "disk_hits", (long long)s.disk_hits,
       "disk_misses", (long long)s.disk_misses, "disk_writes", (long long)s.disk_writes, "disk_errors",
       (long long)s.disk_errors, "compiles", (long long)s.compiles, "evictions", (long long)s.evictions,
@@ -150,7 +150,8 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
       (long long)s.live_values, "live_storages", (long long)s.live_storages, "scalar_cache_hits",
       (long long)s.scalar_cache_hits, "scalar_cache_misses", (long long)s.scalar_cache_misses,
       "scalar_cache_entries", (long long)s.scalar_cache_entries, "pending_nodes",
-      tpu_rt_pending_nodes(), "disk_refused", (long long)s.disk_refused);
+      tpu_rt_pending_nodes(), "disk_refused", (long long)s.disk_refused, "promotions", (long long)s.promotions,
+      "promotion_seconds", s.promotion_seconds);
 }
 
 /* ---- metrics (runtime/metrics.h) ------------------------------------------------------------ */

@@ -53,6 +53,9 @@ typedef struct tpu_prog {
   tpu_pjrt_exec_t *exec;
   size_t bytes;
   int pins; /* queued runs of it (tpu_cache_pin): not evicted meanwhile */
+  int tier; /* 0: a quick build (see tpu_cache_build_tiered), 1: fully optimized */
+  int runs, promoting;        /* tier 0: lookups so far; a promotion asked for */
+  tpu_pjrt_exec_t *promoted;  /* the promotion's build, run from the next lookup with no pins */
   struct tpu_prog *prev, *next; /* LRU: head = most recent */
   struct tpu_prog *hnext;
 } tpu_prog_t;
@@ -245,6 +248,7 @@ static void tpu_prog_remove(tpu_cache_t *c, tpu_prog_t *p) {
   c->st.mem_entries--;
   c->st.mem_bytes -= (int64_t)p->bytes;
   tpu_pjrt_exec_destroy(p->exec);
+  if (p->promoted) tpu_pjrt_exec_destroy(p->promoted);
   free(p);
 }
 
@@ -282,6 +286,17 @@ tpu_pjrt_exec_t *tpu_cache_lookup(tpu_cache_t *c, uint64_t key) {
       if (c->head != p) {
         tpu_lru_unlink(c, p);
         tpu_lru_push(c, p);
+      }
+      if (p->promoted && p->pins == 0) { /* the promotion is in: the quick build goes */
+        size_t bytes = tpu_pjrt_exec_code_size(p->promoted);
+        tpu_pjrt_exec_destroy(p->exec);
+        p->exec = p->promoted;
+        p->promoted = NULL;
+        p->tier = 1;
+        if (bytes) {
+          c->st.mem_bytes += (int64_t)bytes - (int64_t)p->bytes;
+          p->bytes = bytes;
+        }
       }
       c->st.mem_hits++;
       pthread_mutex_unlock(&c->lock);
@@ -361,7 +376,7 @@ int tpu_cache_failed_for_memory(tpu_status_t st) {
 
 int64_t tpu_cache_count_maps(void) { return tpu_count_lines("/proc/self/maps", 0); }
 
-static void tpu_mem_insert(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec, size_t bytes) {
+static void tpu_mem_insert(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec, size_t bytes, int tier) {
   tpu_prog_t *p = (tpu_prog_t *)calloc(1, sizeof(*p));
   if (!p) {
     tpu_pjrt_exec_destroy(exec);
@@ -370,6 +385,7 @@ static void tpu_mem_insert(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec, 
   p->key = key;
   p->exec = exec;
   p->bytes = bytes;
+  p->tier = tier;
   tpu_prog_t **b = &c->buckets[key & (TPU_CACHE_BUCKETS - 1)];
   p->hnext = *b;
   *b = p;
@@ -387,6 +403,32 @@ static void tpu_mem_insert(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec, 
     victim = prev;
   }
   tpu_mem_bound_maps(c, p);
+}
+
+int tpu_cache_due_for_promotion(tpu_cache_t *c, uint64_t key, int runs) {
+  int due = 0;
+  pthread_mutex_lock(&c->lock);
+  for (tpu_prog_t *p = c->buckets[key & (TPU_CACHE_BUCKETS - 1)]; p; p = p->hnext)
+    if (p->key == key) {
+      if (p->tier == 0 && !p->promoting && ++p->runs >= runs) due = p->promoting = 1;
+      break;
+    }
+  pthread_mutex_unlock(&c->lock);
+  return due;
+}
+
+void tpu_cache_promoted(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec) {
+  pthread_mutex_lock(&c->lock);
+  for (tpu_prog_t *p = c->buckets[key & (TPU_CACHE_BUCKETS - 1)]; p; p = p->hnext)
+    if (p->key == key) {
+      if (p->tier == 0 && !p->promoted) {
+        p->promoted = exec;
+        exec = NULL;
+      }
+      break;
+    }
+  pthread_mutex_unlock(&c->lock);
+  if (exec) tpu_pjrt_exec_destroy(exec); /* the entry left meanwhile: its build is on disk */
 }
 
 void tpu_cache_pin(tpu_cache_t *c, uint64_t key, int delta) {
@@ -650,13 +692,8 @@ static int tpu_compile_test_enomem(tpu_cache_t *c) {
   return now;
 }
 
-tpu_status_t tpu_cache_build(tpu_cache_t *c, const char *text, size_t text_len,
-                             const tpu_pjrt_compile_options_t *options, tpu_pjrt_exec_t **out_exec,
-                             int *out_from_disk) {
-  *out_exec = NULL;
-  *out_from_disk = 0;
-  tpu_pjrt_exec_t *exec = NULL;
-  uint64_t text_hash = tpu_hash_bytes(TPU_HASH_SEED, text, text_len);
+/* The disk tier's key of `text` built with `options` (and this plugin). */
+static uint64_t tpu_file_key(const tpu_cache_t *c, uint64_t text_hash, const tpu_pjrt_compile_options_t *options) {
   uint64_t okey = tpu_hash_u64(0, (uint64_t)(options ? options->num_replicas : 0));
   okey = tpu_hash_u64(okey, (uint64_t)(options ? options->portable : 0));
   if (options && options->xla_flags && *options->xla_flags)
@@ -664,7 +701,19 @@ tpu_status_t tpu_cache_build(tpu_cache_t *c, const char *text, size_t text_len,
   /* a replicated program is compiled for its devices, in order */
   for (int i = 0; options && options->device_ids && i < options->num_replicas; i++)
     okey = tpu_hash_u64(okey, (uint64_t)options->device_ids[i]);
-  uint64_t fkey = tpu_hash_u64(tpu_hash_u64(text_hash, c->identity_hash), okey);
+  return tpu_hash_u64(tpu_hash_u64(text_hash, c->identity_hash), okey);
+}
+
+/* kind: 0 a build (disk, else compile), 1 a promotion's compile, 2 a disk
+ * probe (load or nothing, no miss counted). */
+static tpu_status_t tpu_cache_build_kind(tpu_cache_t *c, const char *text, size_t text_len,
+                                         const tpu_pjrt_compile_options_t *options, int kind,
+                                         tpu_pjrt_exec_t **out_exec, int *out_from_disk) {
+  *out_exec = NULL;
+  *out_from_disk = 0;
+  tpu_pjrt_exec_t *exec = NULL;
+  uint64_t text_hash = tpu_hash_bytes(TPU_HASH_SEED, text, text_len);
+  uint64_t fkey = tpu_file_key(c, text_hash, options);
   pthread_mutex_lock(&c->lock);
   char *refused = c->refused_msg; /* warned here, not at create: the plugin's start hides stderr */
   c->refused_msg = NULL;
@@ -673,16 +722,16 @@ tpu_status_t tpu_cache_build(tpu_cache_t *c, const char *text, size_t text_len,
     fprintf(stderr, "%s\n", refused);
     free(refused);
   }
-  if (c->dir) {
+  if (c->dir && kind != 1) {
     int r = tpu_disk_load(c, fkey, text_hash, &exec);
     pthread_mutex_lock(&c->lock);
     if (r == 1) c->st.disk_hits++;
-    else c->st.disk_misses++;
+    else if (kind == 0) c->st.disk_misses++;
     pthread_mutex_unlock(&c->lock);
   }
   if (exec) {
     *out_from_disk = 1;
-  } else {
+  } else if (kind != 2) {
     double t0 = tpu_clock_now();
     if (tpu_compile_test_enomem(c))
       return tpu_status_make(TPU_RESOURCE_EXHAUSTED,
@@ -691,8 +740,13 @@ tpu_status_t tpu_cache_build(tpu_cache_t *c, const char *text, size_t text_len,
     TPU_PROPAGATE(tpu_pjrt_compile(c->client, text, text_len, options, &exec));
     double dt = tpu_clock_now() - t0;
     pthread_mutex_lock(&c->lock);
-    c->st.compile_seconds += dt;
-    c->st.compiles++;
+    if (kind == 1) {
+      c->st.promotion_seconds += dt;
+      c->st.promotions++;
+    } else {
+      c->st.compile_seconds += dt;
+      c->st.compiles++;
+    }
     pthread_mutex_unlock(&c->lock);
     if (c->dir) tpu_disk_store(c, fkey, text_hash, exec);
   }
@@ -700,12 +754,41 @@ tpu_status_t tpu_cache_build(tpu_cache_t *c, const char *text, size_t text_len,
   return NULL;
 }
 
-void tpu_cache_insert(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec, size_t text_len) {
+tpu_status_t tpu_cache_build(tpu_cache_t *c, const char *text, size_t text_len,
+                             const tpu_pjrt_compile_options_t *options, tpu_pjrt_exec_t **out_exec,
+                             int *out_from_disk) {
+  return tpu_cache_build_kind(c, text, text_len, options, 0, out_exec, out_from_disk);
+}
+
+tpu_status_t tpu_cache_build_tiered(tpu_cache_t *c, const char *text, size_t text_len,
+                                    const tpu_pjrt_compile_options_t *full, const tpu_pjrt_compile_options_t *quick,
+                                    tpu_pjrt_exec_t **out_exec, int *out_from_disk, int *out_tier) {
+  *out_tier = 1;
+  if (quick) {
+    TPU_PROPAGATE(tpu_cache_build_kind(c, text, text_len, full, 2, out_exec, out_from_disk));
+    if (*out_exec) return NULL; /* promoted before (another process): the full build */
+    *out_tier = 0;
+    return tpu_cache_build_kind(c, text, text_len, quick, 0, out_exec, out_from_disk);
+  }
+  return tpu_cache_build_kind(c, text, text_len, full, 0, out_exec, out_from_disk);
+}
+
+tpu_status_t tpu_cache_build_promotion(tpu_cache_t *c, const char *text, size_t text_len,
+                                       const tpu_pjrt_compile_options_t *full, tpu_pjrt_exec_t **out_exec) {
+  int from_disk;
+  return tpu_cache_build_kind(c, text, text_len, full, 1, out_exec, &from_disk);
+}
+
+void tpu_cache_insert_tier(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec, size_t text_len, int tier) {
   size_t bytes = tpu_pjrt_exec_code_size(exec);
   if (!bytes) bytes = text_len;
   pthread_mutex_lock(&c->lock);
-  tpu_mem_insert(c, key, exec, bytes);
+  tpu_mem_insert(c, key, exec, bytes, tier);
   pthread_mutex_unlock(&c->lock);
+}
+
+void tpu_cache_insert(tpu_cache_t *c, uint64_t key, tpu_pjrt_exec_t *exec, size_t text_len) {
+  tpu_cache_insert_tier(c, key, exec, text_len, 1);
 }
 
 tpu_status_t tpu_cache_compile(tpu_cache_t *c, uint64_t key, const char *text, size_t text_len,

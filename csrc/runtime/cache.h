@@ -39,6 +39,8 @@ typedef struct tpu_cache_stats {
   double compile_seconds;
   int64_t mem_entries, mem_bytes, disk_entries, disk_bytes;
   int64_t disk_refused; /* untrusted directory or entries (see cache.c: trust) */
+  int64_t promotions;   /* quick (tier 0) programs compiled again at full optimization (not in compiles) */
+  double promotion_seconds;
 } tpu_cache_stats_t;
 
 tpu_status_t tpu_cache_create(tpu_pjrt_client_t *client, const tpu_cache_config_t *cfg, tpu_cache_t **out_cache);
@@ -59,6 +61,27 @@ tpu_status_t tpu_cache_build(tpu_cache_t *cache, const char *text, size_t text_l
                              const tpu_pjrt_compile_options_t *options, tpu_pjrt_exec_t **out_exec,
                              int *out_from_disk);
 void tpu_cache_insert(tpu_cache_t *cache, uint64_t key, tpu_pjrt_exec_t *exec, size_t text_len);
+
+/* Tiers (see "Tiered compiles" in docs/ARCHITECTURE.md).  A program is
+ * first compiled quickly (`quick` options: tier 0) unless the disk tier
+ * holds its fully optimized build (`full` options: tier 1), which is
+ * loaded instead; quick == NULL builds at full only.  *out_tier says which. */
+tpu_status_t tpu_cache_build_tiered(tpu_cache_t *cache, const char *text, size_t text_len,
+                                    const tpu_pjrt_compile_options_t *full, const tpu_pjrt_compile_options_t *quick,
+                                    tpu_pjrt_exec_t **out_exec, int *out_from_disk, int *out_tier);
+void tpu_cache_insert_tier(tpu_cache_t *cache, uint64_t key, tpu_pjrt_exec_t *exec, size_t text_len, int tier);
+/* A run of the tier-0 program of `key`: true once, at its `runs`-th run,
+ * when it should be promoted (compiled at full optimization). */
+int tpu_cache_due_for_promotion(tpu_cache_t *cache, uint64_t key, int runs);
+/* The promotion's compile (counted as a promotion, not a compile; stored
+ * in the disk tier at full optimization). */
+tpu_status_t tpu_cache_build_promotion(tpu_cache_t *cache, const char *text, size_t text_len,
+                                       const tpu_pjrt_compile_options_t *full, tpu_pjrt_exec_t **out_exec);
+/* Hands the promoted build of `key` to its memory entry (moved in; freed
+ * when the entry is gone).  The entry runs it from its next lookup with no
+ * queued run pinning the quick build (the swap happens in lookup, which the
+ * runtime calls under its lock, so no run of the old build is under way). */
+void tpu_cache_promoted(tpu_cache_t *cache, uint64_t key, tpu_pjrt_exec_t *exec);
 /* A pinned program (pins > 0) is never evicted: a run of it is queued. */
 void tpu_cache_pin(tpu_cache_t *cache, uint64_t key, int delta);
 void tpu_cache_clear(tpu_cache_t *cache, int disk_too);

@@ -174,14 +174,15 @@ enum { DONATE_MIN_NUMEL = 1 << 16 };
  * used half of the memory tier goes (taking R.lock unless `locked`: no
  * looked-up program may be running meanwhile), and the build runs again.
  * A second failure names the program, the cause and the process's maps. */
-tpu_status_t build_program(const char *text, size_t len, const tpu_pjrt_compile_options_t *co, const char *name,
-                           uint64_t key, bool locked, tpu_pjrt_exec_t **out_exec, int *out_from_disk) {
-  tpu_status_t st = tpu_cache_build(R.cache, text, len, co, out_exec, out_from_disk);
+tpu_status_t build_program_tiered(const char *text, size_t len, const tpu_pjrt_compile_options_t *co,
+                                  const tpu_pjrt_compile_options_t *quick, const char *name, uint64_t key, bool locked,
+                                  tpu_pjrt_exec_t **out_exec, int *out_from_disk, int *out_tier) {
+  tpu_status_t st = tpu_cache_build_tiered(R.cache, text, len, co, quick, out_exec, out_from_disk, out_tier);
   if (!st || !tpu_cache_failed_for_memory(st)) return st;
   if (!locked) LOCK();
   int64_t held = 0, shed = tpu_cache_shed(R.cache, &held);
   if (!locked) UNLOCK();
-  tpu_status_t again = tpu_cache_build(R.cache, text, len, co, out_exec, out_from_disk);
+  tpu_status_t again = tpu_cache_build_tiered(R.cache, text, len, co, quick, out_exec, out_from_disk, out_tier);
   if (!again) {
     tpu_status_free(st);
     return NULL;
@@ -196,6 +197,12 @@ tpu_status_t build_program(const char *text, size_t len, const tpu_pjrt_compile_
   tpu_status_free(st);
   tpu_status_free(again);
   return named;
+}
+
+tpu_status_t build_program(const char *text, size_t len, const tpu_pjrt_compile_options_t *co, const char *name,
+                           uint64_t key, bool locked, tpu_pjrt_exec_t **out_exec, int *out_from_disk) {
+  int tier;
+  return build_program_tiered(text, len, co, NULL, name, key, locked, out_exec, out_from_disk, &tier);
 }
 
 /* Runs `exec` (the program of `key`) on device dev: inputs[i]'s buffer is
@@ -271,27 +278,48 @@ tpu_status_t run_program(int dev, tpu_pjrt_exec_t *exec, uint64_t key, tpu_rt_cu
  * 1.4x slower without them).  The user's TORCH_TPU_XLA_FLAGS come last
  * (they win).  Other compilers get the user's flags only. */
 enum { SMALL_PROGRAM_NUMEL = 1 << 18 };
+/* Tiered compiles: a program is built at -O0 first (about half the compile
+ * time of -O1 on XLA's CPU compiler, and code up to 2x slower), and built
+ * again at -O1 beside the work at its PROMOTE_RUNS-th run when its largest
+ * array has more than PROMOTE_MIN_NUMEL elements (below that the two run
+ * alike). */
+enum { PROMOTE_RUNS = 3, PROMOTE_MIN_NUMEL = 1 << 14 };
 
-static const char *compile_flags(const tpu_graph_t *g) {
-  static int read;
-  static const char *user;
-  static char buf[2048];
-  if (!read) {
-    user = getenv("TORCH_TPU_XLA_FLAGS");
-    read = 1;
-  }
-  if (!R.target_cpu || getenv("TORCH_TPU_XLA_DEFAULTS")) return user;
+static int64_t graph_largest(const tpu_graph_t *g) {
   int64_t largest = 0;
   for (int n = 0; n < g->nnodes; n++)
     for (int o = 0; o < g->nodes[n].nout; o++) {
       int64_t k = tpu_hlo_type_numel(&g->nodes[n].outs[o]->type);
       if (k > largest) largest = k;
     }
-  const char *ours = largest <= SMALL_PROGRAM_NUMEL
-                         ? "xla_backend_optimization_level=1 xla_cpu_use_fusion_emitters=false"
-                         : "xla_backend_optimization_level=1";
-  snprintf(buf, sizeof(buf), "%s%s%s", ours, user ? " " : "", user ? user : "");
-  return buf;
+  return largest;
+}
+
+/* The XLA options of a program whose largest array has `largest` elements:
+ * full optimization (*quick: the tier-0 options, NULL when not tiered). */
+static const char *compile_flags(int64_t largest, const char **quick) {
+  static int read, tiered;
+  static const char *user;
+  static char full_small[1024], full_large[1024], quick_small[1024], quick_large[1024];
+  if (!read) {
+    user = getenv("TORCH_TPU_XLA_FLAGS");
+    const char *t = getenv("TORCH_TPU_TIERED");
+    /* the user's own optimization level wins, and only on XLA's CPU compiler */
+    tiered = !(t && !strcmp(t, "0")) && !(user && strstr(user, "xla_backend_optimization_level"));
+    const char *sep = user ? " " : "", *u = user ? user : "";
+    snprintf(full_small, sizeof(full_small), "xla_backend_optimization_level=1 xla_cpu_use_fusion_emitters=false%s%s",
+             sep, u);
+    snprintf(full_large, sizeof(full_large), "xla_backend_optimization_level=1%s%s", sep, u);
+    snprintf(quick_small, sizeof(quick_small), "xla_backend_optimization_level=0 xla_cpu_use_fusion_emitters=false%s%s",
+             sep, u);
+    snprintf(quick_large, sizeof(quick_large), "xla_backend_optimization_level=0%s%s", sep, u);
+    read = 1;
+  }
+  *quick = NULL;
+  if (!R.target_cpu || getenv("TORCH_TPU_XLA_DEFAULTS")) return user;
+  bool small = largest <= SMALL_PROGRAM_NUMEL;
+  if (tiered && launch_has_workers()) *quick = small ? quick_small : quick_large;
+  return small ? full_small : full_large;
 }
 
 tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
@@ -381,6 +409,21 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
   /* a compile of this program under way: join it (no lookup, no miss counted) */
   tpu_pjrt_exec_t *exec = launch_compiling(key) ? NULL : tpu_cache_lookup(R.cache, key);
   if (tpu_rt_trace_on) trace_flush(dev, key, why, g->nnodes, g->rec_start, g->rec_tag, exec != NULL);
+  int64_t largest = graph_largest(g);
+  const char *quick_flags;
+  tpu_pjrt_compile_options_t co = {.num_replicas = 1, .num_partitions = 1, .device_ids = NULL, .portable = true,
+                                   .xla_flags = compile_flags(largest, &quick_flags)};
+  tpu_pjrt_compile_options_t quick = co;
+  quick.xla_flags = quick_flags;
+  if (exec && quick_flags && largest > PROMOTE_MIN_NUMEL && tpu_cache_due_for_promotion(R.cache, key, PROMOTE_RUNS)) {
+    /* a quick build that keeps running: compile it fully beside the work */
+    tpu_hlo_module_t *pm = NULL;
+    const char *ptext = NULL;
+    size_t plen = 0;
+    if (!graph_build_text(g, live_node, live_out, nlive, nchecks, alias, &pm, &ptext, &plen))
+      launch_promote(key, ptext, plen, &co);
+    if (pm) tpu_hlo_module_destroy(pm);
+  }
   if (exec && launch_queue_empty(dev)) {
     st = run_program(dev, exec, key, why, g->inputs, g->ninputs, outs, nlive, alias, nchecks);
     goto done;
@@ -391,8 +434,6 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
   const char *text = NULL;
   size_t len = 0;
   tpu_program_desc_t *desc = NULL;
-  tpu_pjrt_compile_options_t co = {.num_replicas = 1, .num_partitions = 1, .device_ids = NULL, .portable = true,
-                                   .xla_flags = compile_flags(g)};
   if (!exec && !launch_compiling(key)) {
     st = graph_build_text(g, live_node, live_out, nlive, nchecks, alias, &m, &text, &len);
     if (st) goto done;
@@ -401,18 +442,20 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
   }
   if (async) {
     /* the outputs are in flight; the program runs when compiled, in order */
-    st = launch_queue(dev, key, why, exec, text, len, &co, desc, g->inputs, g->ninputs, outs, nlive, alias, nchecks);
+    st = launch_queue(dev, key, why, exec, text, len, &co, quick_flags ? &quick : NULL, desc, g->inputs, g->ninputs,
+                      outs, nlive, alias, nchecks);
   } else {
     double t0 = tpu_clock_now();
-    int from_disk = 0;
+    int from_disk = 0, tier = 1;
     metrics_build_begin();
-    st = build_program(text, len, &co, metrics_desc_name(desc), key, true, &exec, &from_disk);
+    st = build_program_tiered(text, len, &co, quick_flags ? &quick : NULL, metrics_desc_name(desc), key, true, &exec,
+                              &from_disk, &tier);
     metrics_build_end();
     if (!st) {
       metrics_program_made(key, desc, from_disk ? TPU_PROGRAM_DISK : TPU_PROGRAM_COMPILED, tpu_clock_now() - t0);
       desc = NULL;
       if (dump_dir()) dump_program_optimized(key, exec);
-      tpu_cache_insert(R.cache, key, exec, len);
+      tpu_cache_insert_tier(R.cache, key, exec, len, tier);
       st = run_program(dev, exec, key, why, g->inputs, g->ninputs, outs, nlive, alias, nchecks);
     } else if (getenv("TORCH_TPU_DUMP_ON_ERROR")) {
       fprintf(stderr, "%s\n", text);

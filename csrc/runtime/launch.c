@@ -46,8 +46,9 @@ struct tpu_job {
   uint64_t key;
   char *text;
   size_t len;
-  char *flags;
-  tpu_pjrt_compile_options_t co;
+  char *flags, *quick_flags;
+  tpu_pjrt_compile_options_t co, quick; /* quick: the tier-0 options when quick_flags */
+  int tier;                             /* of the build (tpu_cache_build_tiered) */
   tpu_program_desc_t *desc;
   int launches; /* queued launches that run it */
   int state;    /* 0 waiting for a worker, 1 compiling, 2 done */
@@ -76,6 +77,8 @@ static struct {
   pthread_cond_t work; /* a job is pending, or stop */
   pthread_cond_t done; /* a job finished or a launch ran */
   tpu_job_t *pending_head, *pending_tail;
+  tpu_job_t *promote_head, *promote_tail; /* promotions (launch_promote): when no compile waits */
+  int promoting;                          /* a worker compiles a promotion */
   tpu_job_t *jobs[JOB_BUCKETS];
   tpu_launch_t *head[TPU_PJRT_MAX_DEVICES], *tail[TPU_PJRT_MAX_DEVICES];
   int queued[TPU_PJRT_MAX_DEVICES];
@@ -106,6 +109,7 @@ static void job_unlink_free(tpu_job_t *j) {
   metrics_desc_free(j->desc);
   free(j->text);
   free(j->flags);
+  free(j->quick_flags);
   free(j);
 }
 
@@ -148,7 +152,7 @@ static void drain(int dev) {
     if (j) {
       if (--j->launches == 0) { /* its last launch ran: the memory tier owns the program now */
         if (j->exec && !j->st) {
-          tpu_cache_insert(R.cache, j->key, j->exec, j->len);
+          tpu_cache_insert_tier(R.cache, j->key, j->exec, j->len, j->tier);
           j->exec = NULL;
         }
         job_unlink_free(j);
@@ -166,23 +170,48 @@ static void drain_all(void) {
   pthread_cond_broadcast(&L.done);
 }
 
+/* A promotion's compile, on a worker with the runtime lock released. */
+static void promote(tpu_job_t *j) {
+  tpu_pjrt_exec_t *exec = NULL;
+  tpu_status_t st = tpu_cache_build_promotion(R.cache, j->text, j->len, &j->co, &exec);
+  LOCK();
+  if (!st) tpu_cache_promoted(R.cache, j->key, exec); /* the quick build stays when it failed */
+  UNLOCK();
+  tpu_status_free(st);
+  free(j->text);
+  free(j->flags);
+  free(j);
+}
+
 static void *worker(void *arg) {
   (void)arg;
   LOCK();
   for (;;) {
-    while (!L.pending_head && !L.stop) pthread_cond_wait(&L.work, &R.lock);
+    while (!L.pending_head && !(L.promote_head && !L.promoting) && !L.stop) pthread_cond_wait(&L.work, &R.lock);
     if (L.stop) break;
+    if (!L.pending_head) { /* nothing waits for a compile: a promotion */
+      tpu_job_t *p = L.promote_head;
+      L.promote_head = p->next_pending;
+      if (!L.promote_head) L.promote_tail = NULL;
+      L.promoting = 1;
+      UNLOCK();
+      promote(p);
+      LOCK();
+      L.promoting = 0;
+      if (L.promote_head) pthread_cond_signal(&L.work);
+      continue;
+    }
     tpu_job_t *j = L.pending_head;
     L.pending_head = j->next_pending;
     if (!L.pending_head) L.pending_tail = NULL;
     j->state = 1;
     UNLOCK();
     double t0 = tpu_clock_now();
-    int from_disk = 0;
+    int from_disk = 0, tier = 1;
     tpu_pjrt_exec_t *exec = NULL;
     metrics_build_begin();
-    tpu_status_t st = build_program(j->text, j->len, &j->co, metrics_desc_name(j->desc), j->key, false, &exec,
-                                    &from_disk);
+    tpu_status_t st = build_program_tiered(j->text, j->len, &j->co, j->quick_flags ? &j->quick : NULL,
+                                           metrics_desc_name(j->desc), j->key, false, &exec, &from_disk, &tier);
     metrics_build_end();
     double seconds = tpu_clock_now() - t0;
     if (!st) metrics_program_made(j->key, j->desc, from_disk ? TPU_PROGRAM_DISK : TPU_PROGRAM_COMPILED, seconds);
@@ -192,6 +221,7 @@ static void *worker(void *arg) {
     if (!st) j->desc = NULL;
     j->exec = exec;
     j->st = st;
+    j->tier = tier;
     j->state = 2;
     drain_all();
   }
@@ -199,10 +229,36 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+bool launch_has_workers(void) { return L.nthreads > 0; }
+
+void launch_promote(uint64_t key, const char *text, size_t len, const tpu_pjrt_compile_options_t *co) {
+  if (L.nthreads == 0) return; /* no workers: no tiers (see execute.c) */
+  tpu_job_t *j = (tpu_job_t *)calloc(1, sizeof(*j));
+  if (!j) return;
+  j->text = (char *)malloc(len + 1);
+  j->flags = co->xla_flags && *co->xla_flags ? strdup(co->xla_flags) : NULL;
+  if (!j->text || (co->xla_flags && *co->xla_flags && !j->flags)) {
+    free(j->text);
+    free(j->flags);
+    free(j);
+    return;
+  }
+  memcpy(j->text, text, len);
+  j->text[len] = 0;
+  j->len = len;
+  j->key = key;
+  j->co = *co;
+  j->co.xla_flags = j->flags;
+  if (L.promote_tail) L.promote_tail->next_pending = j;
+  else L.promote_head = j;
+  L.promote_tail = j;
+  pthread_cond_signal(&L.work);
+}
+
 tpu_status_t launch_queue(int dev, uint64_t key, tpu_rt_cut_t why, tpu_pjrt_exec_t *cached, const char *text, size_t len,
-                          const tpu_pjrt_compile_options_t *co, tpu_program_desc_t *desc /* moved in */,
-                          tpu_value_t *const *inputs, int ninputs, tpu_value_t *const *outs, int nlive,
-                          const int *alias, int nchecks) {
+                          const tpu_pjrt_compile_options_t *co, const tpu_pjrt_compile_options_t *quick,
+                          tpu_program_desc_t *desc /* moved in */, tpu_value_t *const *inputs, int ninputs,
+                          tpu_value_t *const *outs, int nlive, const int *alias, int nchecks) {
   while (L.queued[dev] >= LAUNCH_QUEUE_MAX) {
     drain(dev);
     if (L.queued[dev] >= LAUNCH_QUEUE_MAX) pthread_cond_wait(&L.done, &R.lock);
@@ -228,10 +284,13 @@ tpu_status_t launch_queue(int dev, uint64_t key, tpu_rt_cut_t why, tpu_pjrt_exec
       if (j) {
         j->text = (char *)malloc(len + 1);
         j->flags = co->xla_flags && *co->xla_flags ? strdup(co->xla_flags) : NULL;
+        j->quick_flags = quick && quick->xla_flags ? strdup(quick->xla_flags) : NULL;
         if (j->text) memcpy(j->text, text, len);
-        if (!j->text || (co->xla_flags && *co->xla_flags && !j->flags)) {
+        if (!j->text || (co->xla_flags && *co->xla_flags && !j->flags) ||
+            (quick && quick->xla_flags && !j->quick_flags)) {
           free(j->text);
           free(j->flags);
+          free(j->quick_flags);
           free(j);
           j = NULL;
         } else {
@@ -240,6 +299,10 @@ tpu_status_t launch_queue(int dev, uint64_t key, tpu_rt_cut_t why, tpu_pjrt_exec
           j->key = key;
           j->co = *co;
           j->co.xla_flags = j->flags;
+          if (quick) {
+            j->quick = *quick;
+            j->quick.xla_flags = j->quick_flags;
+          }
           j->desc = desc;
           desc = NULL;
           j->hnext = L.jobs[key % JOB_BUCKETS];
@@ -334,6 +397,14 @@ void launch_start(int nthreads) {
 
 void launch_shutdown(void) {
   launch_wait_all(-1);
+  while (L.promote_head) { /* promotions not started: dropped (the quick builds stay) */
+    tpu_job_t *p = L.promote_head;
+    L.promote_head = p->next_pending;
+    free(p->text);
+    free(p->flags);
+    free(p);
+  }
+  L.promote_tail = NULL;
   L.stop = 1;
   pthread_cond_broadcast(&L.work);
   int n = L.nthreads;

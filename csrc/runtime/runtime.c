@@ -150,6 +150,8 @@ void tpu_rt_stats(tpu_rt_stats_t *out) {
     out->disk_entries = cs.disk_entries;
     out->disk_bytes = cs.disk_bytes;
     out->disk_refused = cs.disk_refused;
+    out->promotions = cs.promotions;
+    out->promotion_seconds = cs.promotion_seconds;
   }
   out->executions = R.executions;
   out->flushes = R.flushes;

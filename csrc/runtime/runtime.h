@@ -106,6 +106,8 @@ typedef struct tpu_rt_stats {
   int64_t live_buffers, live_values, live_storages;
   int64_t scalar_cache_hits, scalar_cache_misses, scalar_cache_entries;
   int64_t disk_refused; /* untrusted cache directory / entries refused */
+  int64_t promotions;   /* tier-0 programs built again fully (beside the work; not in compiles) */
+  double promotion_seconds;
 } tpu_rt_stats_t;
 
 /* ---- lifetime ----------------------------------------------------------- */

@@ -182,6 +182,11 @@ tpu_status_t flush_all(tpu_rt_cut_t why);
  * failed for lack of host memory (execute.c); `locked`: R.lock is held. */
 tpu_status_t build_program(const char *text, size_t len, const tpu_pjrt_compile_options_t *co, const char *name,
                            uint64_t key, bool locked, tpu_pjrt_exec_t **out_exec, int *out_from_disk);
+/* build_program with tiers: `quick` (NULL: none) builds tier 0 unless the
+ * disk tier holds the full build (tpu_cache_build_tiered); *out_tier. */
+tpu_status_t build_program_tiered(const char *text, size_t len, const tpu_pjrt_compile_options_t *co,
+                                  const tpu_pjrt_compile_options_t *quick, const char *name, uint64_t key, bool locked,
+                                  tpu_pjrt_exec_t **out_exec, int *out_from_disk, int *out_tier);
 /* Runs `exec`, the program of `key`, on dev now: inputs[i]'s buffer is
  * argument i (plus the device's error state when nchecks), outs[i] gets
  * result i (materialised), input i is donated to result alias[i] >= 0. */
@@ -200,9 +205,15 @@ bool launch_compiling(uint64_t key);
  * compile of key under way is joined (text NULL).  The outputs are in
  * flight until it runs. */
 tpu_status_t launch_queue(int dev, uint64_t key, tpu_rt_cut_t why, tpu_pjrt_exec_t *cached, const char *text,
-                          size_t len, const tpu_pjrt_compile_options_t *co, tpu_program_desc_t *desc,
-                          tpu_value_t *const *inputs, int ninputs, tpu_value_t *const *outs, int nlive,
-                          const int *alias, int nchecks);
+                          size_t len, const tpu_pjrt_compile_options_t *co, const tpu_pjrt_compile_options_t *quick,
+                          tpu_program_desc_t *desc, tpu_value_t *const *inputs, int ninputs,
+                          tpu_value_t *const *outs, int nlive, const int *alias, int nchecks);
+/* Compiles text (len bytes) with the full options co when a worker has
+ * nothing else to do (one promotion at a time), and hands the build to the
+ * memory tier's entry of key (tpu_cache_promoted).  Without workers: nothing
+ * (no tiers then). */
+bool launch_has_workers(void);
+void launch_promote(uint64_t key, const char *text, size_t len, const tpu_pjrt_compile_options_t *co);
 /* Waits until v is materialised (its launch ran); an error if it failed. */
 tpu_status_t value_wait(tpu_value_t *v);
 /* Waits until device dev's queue (every device's: -1) is empty. */
