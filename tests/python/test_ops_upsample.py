@@ -75,3 +75,22 @@ def test_upsample_empty_channels_raises_like_cpu():
         F.interpolate(torch.randn(2, 0, 4, 4), scale_factor=2)
     with pytest.raises(RuntimeError, match="Non-empty"):
         F.interpolate(torch.randn(2, 0, 4, 4).to("tpu"), scale_factor=2)
+
+
+# ---- anti-aliased (antialias=True): two matmuls with CPU's own weights --------------------
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("kw", [dict(size=(7, 40)), dict(scale_factor=0.37), dict(size=(30, 5), align_corners=True),
+                                dict(scale_factor=(0.5, 1.7)), dict(size=(1, 1))])
+def test_upsample_antialias(mode, kw):
+    compare(lambda x: F.interpolate(x, mode=mode, antialias=True, **kw), torch.randn(2, 3, 17, 23))
+
+
+def test_upsample_antialias_float64_and_what_cpu_computes():
+    compare(lambda x: F.interpolate(x, size=(5, 9), mode="bilinear", antialias=True),
+            torch.randn(1, 2, 12, 8, dtype=torch.float64))
+    # uint8 (CPU's own fast path) still runs, through the CPU fallback, with CPU's values
+    x = torch.randint(0, 255, (1, 3, 16, 16), dtype=torch.uint8)
+    got = F.interpolate(x.to("tpu"), size=(5, 7), mode="bilinear", antialias=True).cpu()
+    assert torch.equal(got, F.interpolate(x, size=(5, 7), mode="bilinear", antialias=True))

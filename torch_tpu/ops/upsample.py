@@ -1,10 +1,15 @@
 """Upsampling kernels (csrc/ops/upsample.c): nearest, nearest-exact,
 linear / bilinear / trilinear and bicubic, over 1 to 3 spatial dims, and
-their backward ops.  Any case a kernel does not take (complex dtypes,
+their backward ops; anti-aliased bilinear and bicubic as two matmuls with
+CPU's weights (below).  Any case a kernel does not take (complex dtypes,
 invalid sizes whose PyTorch error the CPU kernel produces, tensors empty in
 a dim other than the batch) raises Unsupported and runs through the CPU
 fallback.  An empty batch gives an empty result on the device.
 """
+import functools
+
+import torch
+
 from .._dispatch import Unsupported, register, run, supported
 
 
@@ -98,3 +103,64 @@ def upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corn
     return _up_bwd("upsample_cubic_backward", bool(align_corners), grad_output, output_size, input_size,
                    (scales_h, scales_w), 2)
 
+
+
+# ---- anti-aliased bilinear / bicubic (interpolate(..., antialias=True)) ----------------------
+# Separable and linear: out = A_h @ x @ A_w^T per image, where A (n_out x
+# n_in) depends only on the sizes, the scale and align_corners.  A is CPU's
+# own: the CPU kernel run over the identity matrix as one image (its
+# columns are the basis images of the resized dim; the other dim n -> n is
+# the identity), in float64, cached; two matmuls do the rest on the device,
+# and the backward is A_h^T @ g @ A_w.
+
+
+@functools.lru_cache(maxsize=256)
+def _aa_weights(op, n_in, n_out, align_corners, scale):
+    basis = torch.eye(n_in, dtype=torch.float64).view(1, 1, n_in, n_in)  # column j: the basis image e_j
+    return op(basis, [n_out, n_in], align_corners, scale, None).view(n_out, n_in)
+
+
+_AA_DEVICE = {}
+
+
+def _aa_matrix(op, n_in, n_out, align_corners, scale, like):
+    key = (op, n_in, n_out, bool(align_corners), scale, like.device, like.dtype)
+    m = _AA_DEVICE.get(key)
+    if m is None:
+        if len(_AA_DEVICE) > 256:
+            _AA_DEVICE.clear()
+        m = _AA_DEVICE[key] = _aa_weights(op, n_in, n_out, bool(align_corners), scale).to(like.dtype).to(like.device)
+    return m
+
+
+def _aa_check(t, sizes):
+    if t.dtype not in (torch.float32, torch.float64) or t.dim() != 4 or len(sizes) != 2 or t.numel() == 0 or \
+            any(int(s) <= 0 for s in sizes) or max(t.shape[2:]) > 4096:
+        raise Unsupported()  # CPU computes (uint8, half types) or raises its error
+
+
+def _reg_aa(name):
+    cpu_op = getattr(torch.ops.aten, f"_upsample_{name}2d_aa").default
+
+    def fwd(self, output_size, align_corners, scales_h=None, scales_w=None):
+        _aa_check(self, output_size)
+        ho, wo = (int(s) for s in output_size)
+        a_h = _aa_matrix(cpu_op, self.shape[2], ho, align_corners, scales_h, self)
+        a_w = _aa_matrix(cpu_op, self.shape[3], wo, align_corners, scales_w, self)
+        return torch.matmul(torch.matmul(a_h, self), a_w.t())
+
+    def bwd(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+        _aa_check(grad_output, output_size)
+        n, c, h, w = (int(s) for s in input_size)
+        if list(grad_output.shape) != [n, c, int(output_size[0]), int(output_size[1])]:
+            raise Unsupported()
+        a_h = _aa_matrix(cpu_op, h, int(output_size[0]), align_corners, scales_h, grad_output)
+        a_w = _aa_matrix(cpu_op, w, int(output_size[1]), align_corners, scales_w, grad_output)
+        return torch.matmul(torch.matmul(a_h.t(), grad_output), a_w)
+
+    register(f"aten::_upsample_{name}2d_aa", out=f"aten::_upsample_{name}2d_aa.out")(fwd)
+    register(f"aten::_upsample_{name}2d_aa_backward", out=f"aten::_upsample_{name}2d_aa_backward.grad_input")(bwd)
+
+
+for _name in ("bilinear", "bicubic"):
+    _reg_aa(_name)
