@@ -145,7 +145,16 @@ PyObject* py_record(PyObject*, PyObject* args) {
 // -> (entries [(action, address, nbytes, device, time_us, frames)],
 //     live {address: frames} of the allocations recorded and not freed)
 PyObject* py_history(PyObject*, PyObject*) {
-  std::lock_guard<std::mutex> g(g_lock);
+  // a copy taken under the lock, the Python objects built after it: building
+  // them can run the garbage collector, whose frees of tpu storages record
+  // (memory_history_free) and would wait for this lock forever
+  decltype(g_entries) entries_copy;
+  decltype(g_live) live_copy;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    entries_copy = g_entries;
+    live_copy = g_live;
+  }
   PyObject* entries = PyList_New(0);
   PyObject* live = PyDict_New();
   if (!entries || !live) {
@@ -153,7 +162,7 @@ PyObject* py_history(PyObject*, PyObject*) {
     Py_XDECREF(live);
     return nullptr;
   }
-  for (const Entry& e : g_entries) {
+  for (const Entry& e : entries_copy) {
     PyObject* fr = frames_list(e.frames);
     PyObject* t = fr ? Py_BuildValue("(sKniLN)", e.action == 2 ? "oom" : e.action ? "free" : "alloc", static_cast<unsigned long long>(e.address),
                                      static_cast<Py_ssize_t>(e.nbytes), e.device, static_cast<long long>(e.time_us), fr)
@@ -166,7 +175,7 @@ PyObject* py_history(PyObject*, PyObject*) {
     }
     Py_DECREF(t);
   }
-  for (const auto& kv : g_live) {
+  for (const auto& kv : live_copy) {
     PyObject* k = PyLong_FromUnsignedLongLong(kv.second.address);
     PyObject* fr = frames_list(kv.second.frames);
     if (!k || !fr || PyDict_SetItem(live, k, fr) < 0) {
