@@ -193,11 +193,7 @@ class GrowingTensor(torch.Tensor):
             sh = _Shared(new)
         sh.buf.append(t)
         sh.end = sh.buf.length
-        g = GrowingTensor(sh, sh.buf.length)
-        dynamo = sys.modules.get("torch._dynamo")
-        if dynamo is not None and not torch.compiler.is_compiling():  # torch.compile traces its length as a symbol, not a new graph a step
-            dynamo.maybe_mark_dynamic(g, sh.buf.dim)
-        return g
+        return GrowingTensor(sh, sh.buf.length)
 
     def _positions(self, dim, start, end, step):
         """The slice [start:end:step] of the growing dim, normalised, or None."""
