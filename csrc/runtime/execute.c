@@ -278,7 +278,7 @@ tpu_status_t run_program(int dev, tpu_pjrt_exec_t *exec, uint64_t key, tpu_rt_cu
  * 1.4x slower without them).  The user's TORCH_TPU_XLA_FLAGS come last
  * (they win).  Other compilers get the user's flags only. */
 enum { SMALL_PROGRAM_NUMEL = 1 << 18 };
-/* Tiered compiles: a program is built at -O0 first (about half the compile
+/* Tiered compiles (TORCH_TPU_TIERED=1): a program is built at -O0 first (half the compile
  * time of -O1 on XLA's CPU compiler, and code up to 2x slower), and built
  * again at -O1 beside the work at its PROMOTE_RUNS-th run when its largest
  * array has more than PROMOTE_MIN_NUMEL elements (below that the two run
@@ -304,8 +304,8 @@ static const char *compile_flags(int64_t largest, const char **quick) {
   if (!read) {
     user = getenv("TORCH_TPU_XLA_FLAGS");
     const char *t = getenv("TORCH_TPU_TIERED");
-    /* the user's own optimization level wins, and only on XLA's CPU compiler */
-    tiered = !(t && !strcmp(t, "0")) && !(user && strstr(user, "xla_backend_optimization_level"));
+    /* opt-in (see "Tiered compiles"); the user's own optimization level wins */
+    tiered = t && !strcmp(t, "1") && !(user && strstr(user, "xla_backend_optimization_level"));
     const char *sep = user ? " " : "", *u = user ? user : "";
     snprintf(full_small, sizeof(full_small), "xla_backend_optimization_level=1 xla_cpu_use_fusion_emitters=false%s%s",
              sep, u);

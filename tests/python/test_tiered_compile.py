@@ -3,7 +3,8 @@ a program is first built at -O0 (about half the compile time of -O1 on
 XLA's CPU compiler) and, when it keeps running and is large enough to care,
 built again at -O1 beside the work; the memory tier swaps the builds, the
 disk tier keeps the -O1 build, and the next process loads it directly.
-Each case runs in a fresh process with a fresh cache directory."""
+Opt-in (TORCH_TPU_TIERED=1).  Each case runs in a fresh process with a
+fresh cache directory."""
 import json
 import os
 import subprocess
@@ -36,7 +37,8 @@ print("RESULT " + json.dumps({"vals": vals, "cpu": c, "compiles": s["compiles"],
 
 
 def _run(cache, n, **env):
-    e = dict(os.environ, TORCH_TPU_CACHE_DIR=str(cache), **env)
+    e = dict(os.environ, TORCH_TPU_CACHE_DIR=str(cache), TORCH_TPU_TIERED="1")
+    e.update(env)
     out = subprocess.run([sys.executable, "-c", _SCRIPT, str(n)], env=e, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")][-1]
