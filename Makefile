@@ -25,7 +25,7 @@ CFLAGS ?= -O2 -g
 ifeq ($(CI),true)
 CFLAGS_COMMON += -Werror
 endif
-ENGINE_SRCS := $(wildcard csrc/base/*.c csrc/pjrt/*.c csrc/hlo/*.c csrc/ops/*.c csrc/runtime/*.c)
+ENGINE_SRCS := $(wildcard csrc/base/*.c csrc/pjrt/*.c csrc/hlo/*.c csrc/ops/*.c csrc/kernels/*.c csrc/runtime/*.c)
 ENGINE_OBJS := $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(ENGINE_SRCS))
 ENGINE_HDRS := $(wildcard csrc/*/*.h)
 ENGINE_LIB := $(BUILD)/libtpu_engine.a
@@ -84,6 +84,12 @@ $(BUILD)/obj/%.o: csrc/%.c $(ENGINE_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -c $< -o $@
 
+# The host kernels are built for AVX2 and FMA on x86-64 (csrc/kernels/
+# kernels.c registers them only where the CPU has both).
+ifeq ($(shell uname -m),x86_64)
+$(BUILD)/obj/kernels/paged_attention.o: CFLAGS += -mavx2 -mfma -ffp-contract=fast
+endif
+
 $(ENGINE_LIB): $(ENGINE_OBJS)
 	@mkdir -p $(BUILD)
 	rm -f $@ && ar rcs $@ $^
@@ -129,7 +135,7 @@ test-c: $(STAMP) $(TESTC_BIN)
 # Memcheck over the engine's own layers (pjrt, hlo, runtime rules): every
 # test compiles programs inside the 250 MB plugin, so the whole C suite under
 # valgrind takes ~20 minutes; `make valgrind-all` runs all of it.
-VALGRIND_TESTS ?= pjrt_ hlo_ runtime_
+VALGRIND_TESTS ?= pjrt_ hlo_ runtime_ kernels_
 VALGRIND = TORCH_TPU_SITE_DIRS=$(SITE) TORCH_TPU_VALGRIND=1 valgrind --tool=memcheck --leak-check=full \
 	  --errors-for-leak-kinds=definite --error-exitcode=3 --suppressions=tests/c/valgrind.supp \
 	  --gen-suppressions=no --num-callers=30
@@ -350,6 +356,12 @@ serve: serve-env
 BENCH_SERVE_ARGS ?=
 bench-serve: serve-env
 	$(SERVE_PY) bench/serve.py $(BENCH_SERVE_ARGS)
+
+# The ragged paged attention alone: the C host kernel against the StableHLO
+# kernel, ms per layer call (bench/attention_results.json; no vLLM needed).
+.PHONY: bench-attention
+bench-attention: build
+	$(VPY) bench/attention.py
 
 # Starts the server on loopback (tpu, and the CPU backend as reference).
 # The load test (several minutes of 64 clients) is test-serve-load's.

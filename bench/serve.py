@@ -3,7 +3,15 @@ server on tpu (the torch_tpu plugin) against vLLM's own CPU backend, and
 two tpu replicas behind a router (tools/serve_router.py, and smg, an
 existing one), on loopback, all in one run.
 
-    .venv-serve/bin/python bench/serve.py [--quick] [--only cpu,tpu,...]
+    .venv-serve/bin/python bench/serve.py [--quick] [--only cpu,tpu,...] [--also-concurrency 1,32]
+    .venv-serve/bin/python bench/serve.py --profile
+
+--profile measures only where a steady decode step of the tpu server goes
+(torch_tpu/vllm/profile.py, TORCH_TPU_VLLM_PROFILE): at concurrency 1, 8
+and 32, ms per step, programs per step, the C attention kernel's time, and
+a split of every other step into input preparation, attention, the rest of
+the forward, logits, sampler and other host work
+(bench/serve_profile.json, and a table on stdout).
 
 Workload (multi-tenant): TENANTS long system prompts (a few hundred tokens
 each, different from the first character), TURNS short user turns per
@@ -18,6 +26,8 @@ VLLM_SERVER_DEV_MODE=1), so every configuration starts with an empty cache.
 Configurations:
   cpu            vLLM's CPU backend (plugin off), prefix caching on
   tpu            one tpu server, prefix caching on
+  cpu@C, tpu@C   the same two at the other concurrencies of --also-concurrency
+                 (default 1 and 32; --max-num-seqs C)
   tpu_no_prefix  one tpu server, prefix caching off
   rr             two tpu replicas + tools/serve_router.py, round robin
   cache_aware    the same two replicas + tools/serve_router.py, cache-aware
@@ -141,9 +151,9 @@ def measure(url, servers, prompts, warm, a):
     return r
 
 
-def start(backend, a, prefix=True, log=None, kv_events_port=None):
+def start(backend, a, prefix=True, log=None, kv_events_port=None, env=None, max_seqs=None):
     """kv_events_port: the server publishes its KV-cache events (ZMQ) there."""
-    extra = ["--max-model-len", "1024", "--max-num-seqs", str(a.concurrency), "--max-num-batched-tokens",
+    extra = ["--max-model-len", "1024", "--max-num-seqs", str(max_seqs or a.concurrency), "--max-num-batched-tokens",
              str(a.batched_tokens), "--dtype", a.dtype, "--enforce-eager", "--disable-uvicorn-access-log",
              "--enable-prefix-caching" if prefix else "--no-enable-prefix-caching"]
     if backend == "tpu":
@@ -152,7 +162,71 @@ def start(backend, a, prefix=True, log=None, kv_events_port=None):
         extra += ["--kv-events-config", json.dumps({"enable_kv_cache_events": True, "publisher": "zmq",
                                                     "endpoint": f"tcp://*:{kv_events_port}", "topic": "kv-events"})]
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # /reset_prefix_cache
-    return Server(backend, model=a.model, name=NAME, extra=extra, log_path=log)
+    return Server(backend, model=a.model, name=NAME, extra=extra, log_path=log, env=env)
+
+
+PROFILE_FIELDS = ("total_ms", "between_ms", "input_ms", "attention_ms", "forward_ms", "logits_ms", "sampler_ms",
+                  "host_other_ms", "programs", "device_ms", "host_wait_ms", "attention_kernel_ms")
+
+
+def _median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    return round(xs[len(xs) // 2], 3) if xs else None
+
+
+def profile(a, logs, concurrencies=(1, 8, 32), max_tokens=48):
+    """Where a steady decode step of the tpu server goes (torch_tpu/vllm/
+    profile.py): per concurrency C, C requests of short distinct prompts
+    decode max_tokens tokens together; the decode-only steps with C requests
+    are summarized (medians): the split steps' phases, the other steps'
+    wall time (no synchronization) and the decode tokens/s."""
+    path = os.path.join(logs, "profile.jsonl")
+    if os.path.exists(path):
+        os.remove(path)
+    s = start("tpu", a, True, log=os.path.join(logs, "tpu_profile.log"),
+              env={"TORCH_TPU_VLLM_PROFILE": path}, max_seqs=max(concurrencies))
+    out = {}
+    try:
+        s.wait_ready()
+        for c in concurrencies:
+            prompts = [f"Request {i} of {c}. " + QUESTIONS[i % len(QUESTIONS)] + " Answer:" for i in range(c)]
+            t0 = time.time()
+            r = replay(s.url, prompts, c, max_tokens)
+            t1 = time.time()
+            with open(path) as f:
+                recs = [json.loads(l) for l in f]
+            steady = [x for x in recs if t0 <= x["t"] <= t1 and x["decode_only"] and x["reqs"] == c]
+            split = [x for x in steady if x["split"]]
+            plain = [x for x in steady if not x["split"]]
+            row = {"steps": len(steady), "tokens_per_s": r["tokens_per_s"], "T": _median(x["T"] for x in steady),
+                   "step_ms": _median(x["total_ms"] for x in plain),
+                   "programs": _median(x["programs"] for x in plain),
+                   "attention_kernel_ms": _median(x.get("attention_kernel_ms") for x in plain),
+                   "host_ms": {k: _median(x.get(k + "_host_ms") for x in plain)
+                               for k in ("input", "attention", "forward", "logits", "sampler")}}
+            row["split"] = {k: _median(x.get(k) for x in split) for k in PROFILE_FIELDS}
+            out[str(c)] = row
+            print(f"[bench-serve] profile, concurrency {c}: {json.dumps(row)}", flush=True)
+    finally:
+        s.stop()
+    return out
+
+
+def profile_table(prof):
+    lines = ["Steady decode step of the tpu server (ms; split steps synchronize at each phase's end)", "",
+             "| concurrency | T | step ms | programs | tokens/s | attention kernel | split: total | between | input | "
+             "attention | forward | logits | sampler | host other | device |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c, r in prof.items():
+        if "error" in r:
+            lines.append(f"| {c} | error: {r['error'][:120]} |")
+            continue
+        sp = r["split"]
+        lines.append(f"| {c} | {r['T']} | {r['step_ms']} | {r['programs']} | {r['tokens_per_s']} | "
+                     f"{r['attention_kernel_ms']} | {sp['total_ms']} | {sp['between_ms']} | {sp['input_ms']} | {sp['attention_ms']} | "
+                     f"{sp['forward_ms']} | {sp['logits_ms']} | {sp['sampler_ms']} | {sp['host_other_ms']} | "
+                     f"{sp['device_ms']} |")
+    return "\n".join(lines) + "\n"
 
 
 def main():
@@ -163,11 +237,15 @@ def main():
     ap.add_argument("--tenants", type=int, default=4)
     ap.add_argument("--turns", type=int, default=8)
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--also-concurrency", default="1,32",
+                    help="cpu and tpu again at these concurrencies (configs cpu@C, tpu@C; '' for none)")
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--batched-tokens", type=int, default=512)
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--kv-bytes", type=int, default=256 << 20)
     ap.add_argument("--out", default=os.path.join(BENCH, "serve_results.json"))
+    ap.add_argument("--profile", action="store_true",
+                    help="only the profile of a steady decode step at concurrency 1, 8 and 32 (tpu)")
     a = ap.parse_args()
     if a.quick:
         a.tenants, a.turns, a.max_tokens = 2, 2, 8
@@ -181,6 +259,13 @@ def main():
                    configs={})
     logs = os.path.join(ROOT, "build", "bench_serve")
     os.makedirs(logs, exist_ok=True)
+    if a.profile:
+        prof = profile(a, logs)
+        path = os.path.join(os.path.dirname(a.out), "serve_profile.json")
+        with open(path, "w") as f:
+            json.dump(dict(machine=results["machine"], dtype=a.dtype, profile=prof), f, indent=1)
+        print(profile_table(prof))
+        return
 
     def record(name, fn):
         print(f"[bench-serve] {name} ...", flush=True)
@@ -202,6 +287,13 @@ def main():
         record("cpu", lambda: single("cpu", True))
     if "tpu" in only:
         record("tpu", lambda: single("tpu", True))
+    base = a.concurrency
+    for c in [int(x) for x in a.also_concurrency.split(",") if x.strip()]:
+        a.concurrency = c  # the same workload, c requests at a time (and --max-num-seqs c)
+        for backend in ("cpu", "tpu"):
+            if backend in only:
+                record(f"{backend}@{c}", lambda: dict(single(backend, True), concurrency=c))
+    a.concurrency = base
     if "tpu_no_prefix" in only:
         record("tpu_no_prefix", lambda: single("tpu", False))
     routed = [p for p in ROUTERS if p in only]

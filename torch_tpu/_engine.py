@@ -55,6 +55,25 @@ def _int_env(name, default):
     return int(v) if v else default
 
 
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 1000 ** 2,
+               "mib": 1 << 20, "g": 1 << 30, "gb": 1000 ** 3, "gib": 1 << 30, "t": 1 << 40, "tb": 1000 ** 4,
+               "tib": 1 << 40}
+
+
+def host_capacity_from_env():
+    """TORCH_TPU_CPU_MEMORY: the XLA CPU plugin's device capacity, bytes or
+    a size such as 20GiB / 8G / 512MiB (0 or unset: half the host's RAM, at
+    most 16 GiB)."""
+    v = os.environ.get("TORCH_TPU_CPU_MEMORY", "").strip()
+    if not v:
+        return 0
+    import re
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)", v)
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise ValueError(f"TORCH_TPU_CPU_MEMORY={v!r}: expected bytes or a size such as 20GiB, 8G, 512MiB")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+
+
 def num_devices():
     """TORCH_TPU_NUM_DEVICES; else, under torchrun (LOCAL_WORLD_SIZE), one
     device per local process, so that tpu:LOCAL_RANK names this process's
@@ -116,6 +135,7 @@ def ensure_initialized():
                 donation=os.environ.get("TORCH_TPU_DONATION", "1") != "0",
                 host_memory_cache=os.environ.get("TORCH_TPU_CPU_MEMORY_CACHE", "1") != "0",
                 compile_threads=_int_env("TORCH_TPU_COMPILE_THREADS", -1),
+                host_capacity=host_capacity_from_env(),
             )
     except Exception as e:  # keep the reason for every later call
         _init_error = (

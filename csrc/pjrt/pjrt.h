@@ -205,4 +205,33 @@ tpu_status_t tpu_pjrt_exec_serialize(tpu_pjrt_exec_t *exec, void **out_bytes, si
 tpu_status_t tpu_pjrt_exec_deserialize(tpu_pjrt_client_t *client, const void *bytes, size_t size,
                                        tpu_pjrt_exec_t **out_exec);
 
+/* ---- host kernels (pjrt_ffi.c) ------------------------------------------------
+ * C functions a program on the CPU plugin calls as a typed XLA FFI custom
+ * call (`stablehlo.custom_call @name(...) {api_version = 4 : i32}`).  A
+ * handler receives XLA's call frame and passes it to tpu_pjrt_ffi_decode:
+ * false means the frame was a query answered there (return NULL, no work);
+ * true fills `out` with the call's operand and result buffers.  A handler
+ * returns NULL (no error). */
+#define TPU_PJRT_FFI_MAX_BUFFERS 16
+typedef struct tpu_pjrt_ffi_buffer {
+  tpu_dtype_t dtype;
+  void *data;
+  int rank;
+  int64_t dims[TPU_MAX_RANK];
+  int64_t numel;
+} tpu_pjrt_ffi_buffer_t;
+typedef struct tpu_pjrt_ffi_call {
+  int num_args, num_rets;
+  tpu_pjrt_ffi_buffer_t args[TPU_PJRT_FFI_MAX_BUFFERS];
+  tpu_pjrt_ffi_buffer_t rets[TPU_PJRT_FFI_MAX_BUFFERS];
+} tpu_pjrt_ffi_call_t;
+typedef void *(*tpu_pjrt_ffi_handler_t)(void *call_frame);
+bool tpu_pjrt_ffi_decode(void *call_frame, tpu_pjrt_ffi_call_t *out);
+/* Registers `handler` as the host kernel `name` (once per process; again is
+ * OK).  UNIMPLEMENTED on a plugin whose programs do not run in host memory
+ * or that has no FFI extension. */
+tpu_status_t tpu_pjrt_ffi_register(tpu_pjrt_client_t *client, const char *name, tpu_pjrt_ffi_handler_t handler);
+/* Whether `name` was registered in this process. */
+bool tpu_pjrt_ffi_registered(const char *name);
+
 #endif /* TPU_PJRT_PJRT_H_ */

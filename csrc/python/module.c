@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
 
@@ -50,18 +51,19 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"plugin", "num_devices", "mode", "cache_dir", "fused_max_nodes",
                            "mem_max_entries", "mem_max_bytes", "disk_max_entries", "disk_max_bytes",
                            "device_checks", "donation", "host_memory_cache", "compile_threads", "mem_max_maps",
-                           NULL};
+                           "host_capacity", NULL};
   const char *plugin, *cache_dir = NULL;
   int ndev = 0, mode = 0, fmax = 0, checks = 1, donation = 1, host_cache = 1, threads = -1;
-  long long me = 0, mb = 0, de = 0, db = 0, mm = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|iiziLLLLpppiL", kwlist, &plugin, &ndev, &mode, &cache_dir, &fmax,
-                                   &me, &mb, &de, &db, &checks, &donation, &host_cache, &threads, &mm))
+  long long me = 0, mb = 0, de = 0, db = 0, mm = 0, hc = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|iiziLLLLpppiLL", kwlist, &plugin, &ndev, &mode, &cache_dir, &fmax,
+                                   &me, &mb, &de, &db, &checks, &donation, &host_cache, &threads, &mm, &hc))
     return NULL;
   tpu_rt_config_t cfg = {.plugin_path = plugin, .num_devices = ndev, .mode = (tpu_eager_mode_t)mode,
                          .cache_dir = cache_dir, .fused_max_nodes = fmax, .mem_cache_max_entries = me,
                          .mem_cache_max_bytes = mb, .mem_cache_max_maps = mm, .disk_cache_max_entries = de, .disk_cache_max_bytes = db,
                          .no_device_checks = !checks, .no_donation = !donation,
-                         .no_host_memory_cache = !host_cache, .compile_threads = threads};
+                         .no_host_memory_cache = !host_cache, .compile_threads = threads,
+                         .host_capacity_bytes = hc};
   tpu_status_t st = tpu_rt_init(&cfg);
   if (st) return raise_status(st);
   Py_RETURN_NONE;
@@ -252,6 +254,20 @@ static PyObject *py_identity(PyObject *self, PyObject *unused) { return PyUnicod
 static PyObject *py_initialized(PyObject *self, PyObject *unused) { return PyBool_FromLong(tpu_rt_initialized()); }
 static PyObject *py_in_bad_fork(PyObject *self, PyObject *unused) { return PyBool_FromLong(tpu_rt_forked()); }
 
+static PyObject *py_host_kernel(PyObject *self, PyObject *arg) {
+  const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
+  if (!name) return NULL;
+  return PyBool_FromLong(tpu_kernels_available(name));
+}
+
+static PyObject *py_host_kernel_stats(PyObject *self, PyObject *arg) {
+  const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
+  if (!name) return NULL;
+  int64_t calls, ns;
+  tpu_kernels_stats(name, &calls, &ns);
+  return Py_BuildValue("(Ld)", (long long)calls, (double)ns * 1e-9);
+}
+
 static PyObject *py_has_rule(PyObject *self, PyObject *arg) {
   const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
   if (!name) return NULL;
@@ -293,6 +309,8 @@ static PyMethodDef methods[] = {
     {"initialized", py_initialized, METH_NOARGS, ""},
     {"in_bad_fork", py_in_bad_fork, METH_NOARGS, "a child forked after the device started (it cannot use it)"},
     {"has_rule", py_has_rule, METH_O, ""},
+    {"host_kernel", py_host_kernel, METH_O, "whether programs can call the host kernel of this name (kernels.h)"},
+    {"host_kernel_stats", py_host_kernel_stats, METH_O, "(calls, seconds) of the host kernel of this name"},
     {"rules", py_rules, METH_NOARGS, ""},
     {"shutdown", py_shutdown, METH_NOARGS, ""},
     {NULL, NULL, 0, NULL},

@@ -30,11 +30,23 @@ void host_memory_trim(void) {
 #endif
 }
 
-/* Host memory stands for device memory on the CPU plugin. */
+/* Host memory stands for device memory on the CPU plugin, which reports no
+ * capacity of its own.  The device gets a capacity of its own so that what
+ * sizes itself from a device's memory (vLLM's and SGLang's KV caches,
+ * accelerate's device map) takes a share of the machine, not all of it:
+ * TORCH_TPU_CPU_MEMORY (R.host_capacity), else half the host's RAM, at most
+ * 16 GiB.  Allocations past it raise torch.OutOfMemoryError, as on a device
+ * whose memory is full.  Free: the capacity less what this process holds,
+ * and never more than the host's MemAvailable. */
+#define HOST_CAPACITY_MAX ((int64_t)16 << 30)
+
 static void host_memory(int64_t *total, int64_t *avail) {
   long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-  *total = pages > 0 && psize > 0 ? (int64_t)pages * psize : 0;
-  *avail = *total;
+  int64_t ram = pages > 0 && psize > 0 ? (int64_t)pages * psize : 0;
+  int64_t cap = R.host_capacity > 0 ? R.host_capacity : ram / 2;
+  if (R.host_capacity <= 0 && cap > HOST_CAPACITY_MAX) cap = HOST_CAPACITY_MAX;
+  *total = cap;
+  *avail = ram;
   FILE *f = fopen("/proc/meminfo", "r");
   if (!f) return;
   char line[256];
@@ -56,7 +68,10 @@ static void memory_info_locked(int device, tpu_rt_memory_info_t *out) {
     int64_t used = out->stats.plugin_bytes_in_use >= 0 ? out->stats.plugin_bytes_in_use : out->stats.bytes_in_use;
     free_b = total - used;
   } else {
-    host_memory(&total, &free_b);
+    int64_t avail;
+    host_memory(&total, &avail);
+    free_b = total - out->stats.bytes_in_use;
+    if (free_b > avail) free_b = avail;
   }
   out->total_bytes = total;
   out->free_bytes = free_b < 0 ? 0 : free_b;
@@ -159,8 +174,10 @@ tpu_status_t memory_check(int device, int64_t request, const char *what) {
   largest_live(device, largest, sizeof(largest));
   return tpu_status_make(TPU_RESOURCE_EXHAUSTED,
                          "tpu out of memory (%s). Tried to allocate %s. tpu:%d has a total capacity of %s; this "
-                         "process holds %s in device buffers and may use %s.%s",
-                         what, a, device, b, c, d, largest);
+                         "process holds %s in device buffers and may use %s.%s%s",
+                         what, a, device, b, c, d, largest,
+                         R.target_cpu ? " On the XLA CPU plugin the capacity is a share of the host's RAM: "
+                                        "TORCH_TPU_CPU_MEMORY=<bytes, or e.g. 20GiB> sets it." : "");
 }
 
 void tpu_rt_memory_reset_peak(int device) { tpu_pjrt_memory_reset_peak(device); }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "runtime/event.h"
 #include "runtime/runtime_internal.h"
 
@@ -73,8 +74,12 @@ tpu_status_t tpu_rt_init(const tpu_rt_config_t *cfg) {
   R.fused_max_nodes = cfg->fused_max_nodes > 0 ? cfg->fused_max_nodes : 8192;
   R.no_device_checks = cfg->no_device_checks;
   R.no_donation = cfg->no_donation;
+  R.host_capacity = cfg->host_capacity_bytes > 0 ? cfg->host_capacity_bytes : 0;
   launch_start(cfg->compile_threads);
   bool cpu = !strcmp(tpu_pjrt_client_platform(R.client), "cpu");
+  /* host kernels: a plugin without FFI registration has none, and callers
+   * ask tpu_kernels_available() before emitting a call */
+  tpu_status_free(tpu_kernels_register(R.client));
   tpu_op_set_target_cpu(cpu);
   R.target_cpu = cpu;
   if (!cfg->no_host_memory_cache && cpu) host_memory_cache_start();

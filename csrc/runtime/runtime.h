@@ -91,6 +91,8 @@ typedef struct tpu_rt_config {
                                      (see tpu_rt_empty_cache) */
   int compile_threads;            /* compile workers (launch.c): 0 = compile on the caller's thread,
                                      -1 = 2 where there are 2 cores, else 1 */
+  int64_t host_capacity_bytes;    /* CPU plugin: the device's capacity (TORCH_TPU_CPU_MEMORY);
+                                     0 = half the host's RAM, at most 16 GiB (memory.c) */
 } tpu_rt_config_t;
 
 typedef struct tpu_rt_stats {

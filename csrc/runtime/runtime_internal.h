@@ -309,6 +309,7 @@ typedef struct tpu_runtime {
   int fused_max_nodes;
   int no_device_checks;
   int no_donation;
+  int64_t host_capacity; /* CPU plugin's device capacity asked for (0: the default) */
   int target_cpu; /* the plugin compiles with XLA's CPU compiler */
   int hold; /* tpu_rt_hold_flush depth */
   int64_t block_mark; /* ops_recorded at the last tpu_rt_flush_block or flush */

@@ -64,8 +64,23 @@ STEPS = [
 ]
 
 
-@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16])
-def test_ragged_attention_equals_causal_attention_on_cpu(kv_dtype):
+@pytest.fixture(params=["host_kernel", "stablehlo"])
+def kernel(request, monkeypatch):
+    """Both kernels: the engine's C kernel (the XLA CPU plugin's programs
+    call it: csrc/kernels/paged_attention.c) and the StableHLO one (every
+    other plugin)."""
+    if request.param == "host_kernel":
+        if torch.tpu.get_device_properties(0).platform != "cpu":
+            pytest.skip("the host kernel runs on the XLA CPU plugin only")
+        monkeypatch.delenv("TORCH_TPU_HOST_KERNELS", raising=False)
+        assert ragged.host_kernel(), "the CPU plugin's programs cannot call the host kernel (not registered)"
+    else:
+        monkeypatch.setenv("TORCH_TPU_HOST_KERNELS", "0")
+    return request.param
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_ragged_attention_equals_causal_attention_on_cpu(kv_dtype, kernel):
     rng = np.random.default_rng(0)
     torch.manual_seed(0)
     kv = torch.randn(NB, BS, HKV, 2 * D).to(kv_dtype)
@@ -80,7 +95,7 @@ def test_ragged_attention_equals_causal_attention_on_cpu(kv_dtype):
         torch.testing.assert_close(got[:n].double(), want[:n], atol=2e-5, rtol=2e-5, msg=str((qlens, ctxs)))
 
 
-def test_one_program_set_per_token_bucket():
+def test_one_program_set_per_token_bucket(kernel):
     """Steps of different mixes in one bucket compile nothing after the
     first."""
     rng = np.random.default_rng(1)

@@ -4,7 +4,7 @@ token ids come back to the host once per step.
 
 Every program is compiled per shape, so every shape a step can have comes
 from a small fixed set (:func:`bucket`): the step's tokens (T, a power of
-two, at least 8) and its requests (R, a power of two); the attention's
+two, at least 1) and its requests (R, a power of two); the attention's
 runtime inputs are padded to sizes of T alone (ragged.py).  To keep the
 exact counts out of device programs, the runner's input preparation (positions, sequence lengths, slot mapping,
 block tables, query starts: vLLM's CpuGpuBuffer ``.gpu`` halves and its
@@ -26,11 +26,11 @@ from vllm.v1.utils import CpuGpuBuffer
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
 
-from . import ragged
+from . import profile, ragged
 
 logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
 
-MIN_TOKENS = 8
+MIN_TOKENS = 1
 WARM_PREFIX = "_tpu_warmup_"
 WARMUP_BUDGET_S = "0"  # seconds of warm-up at most, by default (0: no limit; the shapes left compile when met)
 
@@ -78,6 +78,7 @@ class TpuModelRunner(GPUModelRunner):
             setattr(self, name, torch.zeros_like(getattr(self, name), device="cpu"))
         self._host_block_tables()
         self._dev_inputs = None  # device input ids / positions for vLLM's own dummy runs
+        self._step_tokens = 0  # the last step's padded token count (T)
 
     def _host_block_tables(self):
         for bt in self.input_batch.block_table.block_tables:
@@ -91,14 +92,39 @@ class TpuModelRunner(GPUModelRunner):
 
         def cut_then_compute_logits(*a, **k):
             cut()  # the logits rows' gather is a program of its own (T, R)
-            return compute_logits(*a, **k)
+            with profile.phase("logits"):
+                return compute_logits(*a, **k)
 
         model.compute_logits = cut_then_compute_logits
 
     def _model_forward(self, *args, **kwargs):
-        out = super()._model_forward(*args, **kwargs)
-        cut()  # the layers' programs depend on T alone
+        with profile.phase("forward"):
+            out = super()._model_forward(*args, **kwargs)
+            cut()  # the layers' programs depend on T alone
         return out
+
+    # TORCH_TPU_VLLM_PROFILE (profile.py): a step from execute_model to the
+    # end of sample_tokens, its input preparation, forward and sampler.
+    def execute_model(self, scheduler_output, intermediate_tensors=None):
+        if profile.ACTIVE is not None and scheduler_output.total_num_scheduled_tokens:
+            n = scheduler_output.num_scheduled_tokens
+            profile.ACTIVE.begin(len(n), scheduler_output.total_num_scheduled_tokens,
+                                 all(v == 1 for v in n.values()))
+        return super().execute_model(scheduler_output, intermediate_tensors)
+
+    def sample_tokens(self, grammar_output):
+        out = super().sample_tokens(grammar_output)
+        if profile.ACTIVE is not None:
+            profile.ACTIVE.end(self._step_tokens)
+        return out
+
+    def _update_states(self, scheduler_output):
+        with profile.phase("input"):
+            return super()._update_states(scheduler_output)
+
+    def _build_attention_metadata(self, *args, **kwargs):
+        with profile.phase("input"):
+            return super()._build_attention_metadata(*args, **kwargs)
 
     def may_reinitialize_input_batch(self, kv_cache_config):
         super().may_reinitialize_input_batch(kv_cache_config)
@@ -114,7 +140,8 @@ class TpuModelRunner(GPUModelRunner):
         """vLLM's input preparation (on host tensors here); the rows whose
         logits are computed go to tpu padded to the request bucket (padding
         rows read token 0)."""
-        logits_indices, spec, max_sampled = super()._prepare_inputs(scheduler_output, num_scheduled_tokens)
+        with profile.phase("input"):
+            logits_indices, spec, max_sampled = super()._prepare_inputs(scheduler_output, num_scheduled_tokens)
         if spec is not None:
             raise NotImplementedError("tpu: speculative decoding is not supported")
         n = logits_indices.shape[0]
@@ -123,11 +150,12 @@ class TpuModelRunner(GPUModelRunner):
         return rows.to(self.device), spec, max_sampled
 
     def _preprocess(self, scheduler_output, num_input_tokens, intermediate_tensors=None):
-        out = list(super()._preprocess(scheduler_output, num_input_tokens, intermediate_tensors))
-        if out[0] is not None and out[0].device.type == "cpu":
-            out[0] = out[0].to(self.device)  # input ids [T]
-        if out[2].device.type == "cpu":
-            out[2] = out[2].to(self.device)  # positions [T]
+        with profile.phase("input"):
+            out = list(super()._preprocess(scheduler_output, num_input_tokens, intermediate_tensors))
+            if out[0] is not None and out[0].device.type == "cpu":
+                out[0] = out[0].to(self.device)  # input ids [T]
+            if out[2].device.type == "cpu":
+                out[2] = out[2].to(self.device)  # positions [T]
         return tuple(out)
 
     def _dummy_run(self, num_tokens, *args, **kwargs):
@@ -150,8 +178,9 @@ class TpuModelRunner(GPUModelRunner):
         n = self.input_batch.num_reqs
         if logits is not None and logits.shape[0] != n and not self._pads_sampler():
             logits = logits[:n]
-        out = super()._sample(logits, spec_decode_metadata)
-        ids = out.sampled_token_ids.cpu()  # the step's one device-to-host read
+        with profile.phase("sampler"):
+            out = super()._sample(logits, spec_decode_metadata)
+            ids = out.sampled_token_ids.cpu()  # the step's one device-to-host read
         return dataclasses.replace(out, sampled_token_ids=ids[:n])
 
     def _pads_sampler(self):
@@ -160,7 +189,7 @@ class TpuModelRunner(GPUModelRunner):
                 and md.no_penalties and md.allowed_token_ids_mask is None and not md.bad_words_token_ids)
 
     def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, *args, **kwargs):
-        """A step's token count padded to a power of two (at least 8, at
+        """A step's token count padded to a power of two (at least 1, at
         most the runner's buffers), as vLLM pads to its CUDA-graph sizes:
         programs are compiled per shape, so a few buckets serve every batch
         instead of one compile per token count.  The padded tokens run
@@ -172,6 +201,7 @@ class TpuModelRunner(GPUModelRunner):
             padded = self.tokens_bucket(desc.num_tokens)
             if padded > desc.num_tokens:
                 desc = dataclasses.replace(desc, num_tokens=padded)
+        self._step_tokens = desc.num_tokens
         return mode, desc, ubatch, across_dp, stats
 
     @torch.inference_mode()  # as vLLM runs its steps: their tensors are inference tensors
@@ -208,13 +238,17 @@ class TpuModelRunner(GPUModelRunner):
             if not any(t2 == t for t2, _ in steps):
                 steps.append((t, max(r for t2, r in pairs if t2 == t)))
         steps.sort()
+        # The first step writes every layer's KV cache for the first time
+        # (its programs read the caches' zero fill): its shape runs twice,
+        # so the programs of its later steps are warmed too.
+        steps = steps[:1] + steps
         warmed, upto = 0, 0
         for t, r in steps:
             if time.perf_counter() > deadline:
                 break
             self._warm_step(self._warm_query_lens(t, r, r_lo[r], max_len), list(range(1, n_blocks + 1)), bs)
+            warmed += (t, r) not in done
             done.add((t, r))
-            warmed += 1
             upto = t
         hidden = self.model_config.get_hidden_size()
         for t, r in pairs:  # the logits rows' gather of the other pairs

@@ -142,6 +142,49 @@ def _t(shape, elem):
     return "tensor<" + "".join(f"{d}x" for d in shape) + elem + ">"
 
 
+HOST_KERNEL = "torch_tpu_paged_attention"  # csrc/kernels/kernels.h
+_KIND = {None: 0, "bf16": 1, "f16": 2}
+HOST_MAX_D = 512  # head sizes the host kernel takes (PA_MAX_D)
+
+
+def host_kernel():
+    """Whether programs call the engine's C kernel (csrc/kernels/
+    paged_attention.c, on the XLA CPU plugin, whose programs run in host
+    memory) instead of the StableHLO kernel: XLA's CPU code for the
+    StableHLO kernel's gathers and batches of tiny dots is slow (4.5 ms a
+    layer at 8 decodes against 0.1 ms).  TORCH_TPU_HOST_KERNELS=0 turns it
+    off."""
+    import os
+
+    from torch_tpu import _C
+
+    return os.environ.get("TORCH_TPU_HOST_KERNELS", "1") != "0" and _C.host_kernel(HOST_KERNEL)
+
+
+def host_kernel_text(query_shape, kv_shape, kv_elem, variant_shapes, scale, kv_real=None):
+    """The step's attention as one custom call of the host kernel
+    (csrc/kernels/kernels.h): @main(query [T, Hq, D] f32, kv, out_index [T]
+    i64, then per variant q_index [N, tq] i64, q_pos [N, tq] i32, tables
+    [N, MB] i32, chunks [N / w] i32, groups [1] i32) -> [T, Hq, D] f32; the
+    softmax scale and the cache's element kind are a constant operand."""
+    Q = _t(query_shape, "f32")
+    ins = [Q, _t(kv_shape, kv_elem), _t(query_shape[:1], "i64")]
+    names = ["%q", "%kv", "%oi"]
+    for v, (qi, pos, tab, ch) in enumerate(variant_shapes):
+        ins += [_t(qi, "i64"), _t(pos, "i32"), _t(tab, "i32"), _t(ch, "i32"), _t((1,), "i32")]
+        names += [f"%qi{v}", f"%pos{v}", f"%tab{v}", f"%ch{v}", f"%gr{v}"]
+    kind = _KIND[kv_real] if kv_elem == "i16" else 0
+    P = _t((2,), "f32")
+    args = ", ".join(f"{n}: {t}" for n, t in zip(names, ins))
+    operands = names[:3] + ["%params"] + names[3:]
+    types = ins[:3] + [P] + ins[3:]
+    return (f"func.func @main({args}) -> {Q} {{\n"
+            f"  %params = stablehlo.constant dense<[{float(scale)!r}, {float(kind)!r}]> : {P}\n"
+            f"  %r = stablehlo.custom_call @{HOST_KERNEL}({', '.join(operands)}) "
+            f"{{api_version = 4 : i32}} : ({', '.join(types)}) -> {Q}\n"
+            f"  return %r : {Q}\n}}\n")
+
+
 @functools.lru_cache(maxsize=None)
 def kernel_text(n, tq, w, hq, hkv, d, num_blocks, block_size, mb, kv_elem, scale, kv_real=None):
     """The StableHLO of the attention for N = n items of tq rows, w side by
@@ -316,6 +359,25 @@ def _op(scale, tq, w):
     return ops
 
 
+@functools.lru_cache(maxsize=None)
+def _host_op(scale):
+    """The custom op of the host kernel's call for a softmax scale, one per
+    cache value dtype (the text depends on the inputs' shapes)."""
+    from torch_tpu import library
+
+    def text(query, kv, out_index, *per, real):
+        elem = "i16" if kv.dtype == torch.int16 else _ELEM[kv.dtype]
+        shapes = tuple(tuple(tuple(x.shape) for x in per[k:k + 4]) for k in range(0, len(per), 5))
+        return host_kernel_text(tuple(query.shape), tuple(kv.shape), elem, shapes, scale, real)
+
+    ops = {}
+    for dtype, real in _ELEM.items():
+        name = f"torch_tpu_vllm::ragged_attention_host_{real}_" + repr(float(scale)).replace(".", "_").replace("-", "m")
+        ops[dtype] = library.stablehlo_op(name, functools.partial(text, real=real),
+                                          num_inputs=3 + 5 * len(VARIANTS))
+    return ops
+
+
 def cache_storage(dtype):
     """The dtype a KV cache of `dtype` values is kept in: 16-bit floats as
     their bits (int16).  XLA CPU widens a bfloat16 gather to float32 by
@@ -340,6 +402,11 @@ def attention(query, kv_cache, per, out_index, scale, kv_dtype=None):
     Returns [T, Hq, D] float32 (row t: token t)."""
     kv_dtype = kv_dtype or kv_cache.dtype
     t, hq, d = query.shape
+    if host_kernel() and kv_cache.dtype in (torch.float32, torch.int16) and d <= HOST_MAX_D:
+        # one call: the C kernel gathers each item's rows and places each
+        # token's result itself
+        ins = [x for var in VARIANTS for x in per[var.name]]
+        return _host_op(float(scale))[kv_dtype](query.float().contiguous(), kv_cache, out_index, *ins)
     outs = []
     for var in VARIANTS:
         q_index, q_pos, tables, chunks, groups = per[var.name]

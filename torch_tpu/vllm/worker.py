@@ -13,10 +13,11 @@ from vllm.v1.worker.worker_base import CompilationTimes
 logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
 
 # vLLM's default --gpu-memory-utilization, and what a device whose memory is
-# the host's RAM (the XLA CPU plugin) gets instead when it is left at that
-# (the `make serve` default, SERVE_MEM_UTIL)
+# the host's RAM (the XLA CPU plugin: a capacity of half the RAM, at most 16
+# GiB, TORCH_TPU_CPU_MEMORY) gets instead when it is left at that: a quarter
+# of that capacity (3 GiB on a 24 GiB machine)
 _VLLM_DEFAULT_UTIL = CacheConfig().gpu_memory_utilization
-HOST_DEFAULT_UTIL = 0.1
+HOST_DEFAULT_UTIL = 0.25
 
 
 class TpuWorker(Worker):
@@ -44,9 +45,10 @@ class TpuWorker(Worker):
         if (self.cache_config.kv_cache_memory_bytes is None and util == _VLLM_DEFAULT_UTIL
                 and torch.tpu.get_device_properties(self.device).platform == "cpu"):
             # The XLA CPU plugin's memory is the host's RAM, shared with
-            # everything on the machine: vLLM's default (0.92 of it) fails
-            # wherever anything else runs, so `vllm serve MODEL` as typed
-            # gets HOST_DEFAULT_UTIL; an explicit value is kept as given.
+            # everything on the machine: vLLM's default (0.92 of the
+            # device's capacity) would hold most of it, so `vllm serve
+            # MODEL` as typed gets HOST_DEFAULT_UTIL; an explicit value is
+            # kept as given.
             util = self.cache_config.gpu_memory_utilization = HOST_DEFAULT_UTIL
             logger.info("tpu: the device's memory is the host's RAM (XLA CPU plugin): "
                         "--gpu-memory-utilization %s by default (%.2f GiB; set it or "
