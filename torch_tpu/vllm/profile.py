@@ -11,11 +11,8 @@ work, and the step's time is divided into
 
 - ``input_ms``: vLLM's input preparation on the host and the uploads
   (state update, positions, block tables, the attention metadata);
-- ``attention_ms``: the attention calls of every layer (the ragged paged
-  kernels and the gathers around them) where attention is a program of its
-  own (the StableHLO kernel); with the host kernel the attention runs
-  inside each layer's program and counts in the forward, and
-  ``attention_kernel_ms`` (every step) is the C kernel's own time;
+- ``attention_ms``: the attention calls of every layer (each a program of
+  its own: the ragged paged kernel and the gathers around it);
 - ``forward_ms``: the rest of the model's forward;
 - ``logits_ms``: the logits rows' gather and the LM head;
 - ``sampler_ms``: sampling and the sampled ids' read back to the host;
@@ -23,7 +20,9 @@ work, and the step's time is divided into
 
 The split steps are slower than the others (no overlap of host and device
 work across phases); their ``total_ms`` is reported apart
-(``split`` true).  bench/serve.py --profile reads the file."""
+(``split`` true).  ``attention_kernel_ms`` (every step) is the C attention
+kernel's own time (the CPU plugin's host kernel, csrc/kernels).
+bench/serve.py --profile reads the file."""
 import contextlib
 import json
 import os
@@ -73,12 +72,11 @@ class StepProfile:
         self.c0 = self._counters()
 
     @contextlib.contextmanager
-    def phase(self, name, sync=True):
+    def phase(self, name):
         """Times one phase of a split step; a phase inside another (the
-        attention inside the forward) is taken out of the outer one.
-        sync=False: the phase's device work runs in a program of the phase
-        around it (attention inside the layer's program): host time only."""
-        if self.rec is None or (self.split and not sync):
+        attention inside the forward) is taken out of the outer one.  In
+        the other steps: the phase's host time (``<phase>_host_ms``)."""
+        if self.rec is None:
             yield
             return
         if not self.split:  # host time alone (nothing waits for the device)
@@ -126,7 +124,6 @@ class StepProfile:
         self.prev_end = now
         self.rec = None
 
-
     def _programs(self):
         """FILE.programs.json: every program run so far, most device time
         first (name, ops, executions, device seconds)."""
@@ -146,5 +143,5 @@ def from_env():
 ACTIVE = from_env()
 
 
-def phase(name, sync=True):
-    return ACTIVE.phase(name, sync) if ACTIVE is not None else contextlib.nullcontext()
+def phase(name):
+    return ACTIVE.phase(name) if ACTIVE is not None else contextlib.nullcontext()
