@@ -37,7 +37,7 @@ def test_sglang_resolves_the_tpu_platform():
     line = run("import torch; from sglang.srt.platforms import current_platform as p; "
                "print(type(p).__name__, p.device_type, p.get_default_attention_backend(), "
                "p.capabilities.graph_capture, p.get_torch_distributed_backend_str(), p.get_device())")
-    assert line == "TpuSRTPlatform tpu torch_native False tpu_dist tpu"
+    assert line == "TpuSRTPlatform tpu tpu False tpu_dist tpu"
 
 
 def test_left_out_packages_stay_absent():

@@ -31,7 +31,12 @@ MAX_TOKENS = 12
 
 @pytest.fixture(scope="module")
 def server():
-    s = Server()
+    # the tpu attention backend logs the engine's compile count per step
+    os.environ["TORCH_TPU_SGLANG_METRICS"] = "1"
+    try:
+        s = Server()
+    finally:
+        del os.environ["TORCH_TPU_SGLANG_METRICS"]
     try:
         yield s.wait_ready()
     finally:
@@ -76,7 +81,7 @@ def check_choice(choice, reference):
 
 def test_platform_is_tpu(server):
     log = server.log_text()
-    assert "'device': 'tpu'" in log and "'attention_backend': 'torch_native'" in log
+    assert "'device': 'tpu'" in log and "'attention_backend': 'tpu'" in log and "'page_size': 16" in log
     assert "tpu: LlamaForCausalLM weights on tpu:0 (float32)" in log
 
 
@@ -107,3 +112,18 @@ def test_regex_constrained_completion(server):
         "temperature": 0, "regex": "[0-9]{4}"})
     assert status == 200, body
     assert re.fullmatch("[0-9]{4}", body["choices"][0]["text"]), body
+
+
+def test_steady_decode_compiles_nothing(server):
+    """One request decoding 24 tokens (crossing a 16-token page): after its
+    first decode steps (their shapes' programs), the engine's compile count
+    stays put: the attention's inputs are padded to its token bucket, the
+    allocator's free pages live on the host (torch_tpu/sglang/memory.py)."""
+    complete(server, PROMPTS[2], max_tokens=24)
+    steps = re.findall(r"tpu: step \d+ \((\w+), (\d+) requests, \d+ tokens\): (\d+) programs compiled",
+                       server.log_text())
+    last = []  # the compile counts of the last run of single-request decode steps
+    for mode, reqs, count in steps:
+        last = last + [int(count)] if (mode, reqs) == ("DECODE", "1") else []
+    assert len(last) >= 20, steps[-30:]
+    assert last[3] == last[-1], last

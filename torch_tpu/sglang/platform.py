@@ -9,6 +9,22 @@ from . import patches
 logger = logging.getLogger(__name__)
 patches.apply_at_import()
 
+ATTENTION_BACKEND = "tpu"  # torch_tpu.sglang.attention (registered when the KV pool is chosen)
+# The attention backends that run on tpu: ours, and SGLang's SDPA loop.
+ATTENTION_BACKENDS = (ATTENTION_BACKEND, "torch_native")
+PAGE_SIZE = 16  # tokens per KV page: the ragged kernel's block
+
+
+def _allow_attention_backend_choice():
+    """`--attention-backend tpu` on the command line (argparse's choices)."""
+    from sglang.srt.arg_groups.choices import ATTENTION_BACKEND_CHOICES, add_attention_backend_choices
+
+    if ATTENTION_BACKEND not in ATTENTION_BACKEND_CHOICES:
+        add_attention_backend_choices([ATTENTION_BACKEND])
+
+
+_allow_attention_backend_choice()
+
 
 class TpuSRTPlatform(SRTPlatform):
     _enum = PlatformEnum.OOT
@@ -22,20 +38,41 @@ class TpuSRTPlatform(SRTPlatform):
     # ---- configuration ----------------------------------------------------
 
     def apply_server_args_defaults(self, server_args) -> None:
-        # SGLang's torch-native paths: attention by SDPA over the paged KV
-        # cache, sampling by torch ops (the other backends are CUDA/Triton
+        # Attention: the ragged paged attention kernel (attention.py; SGLang's
+        # SDPA loop, torch_native, when asked), over pages of PAGE_SIZE
+        # tokens; sampling by torch ops (the other backends are CUDA/Triton
         # kernels), no CUDA graphs, no overlap of the scheduler with the
         # device (its stream and event juggling is CUDA's).
-        for field, value in (("attention_backend", "torch_native"), ("sampling_backend", "pytorch")):
+        for field, value, allowed in (("attention_backend", ATTENTION_BACKEND, ATTENTION_BACKENDS),
+                                      ("sampling_backend", "pytorch", ("pytorch",))):
             asked = getattr(server_args, field, None)
-            if asked not in (None, value):
+            if asked is not None and asked not in allowed:
                 logger.warning("tpu: --%s %s needs CUDA kernels; using %s", field.replace("_", "-"), asked, value)
-            setattr(server_args, field, value)
+            setattr(server_args, field, asked if asked in allowed else value)
+        if getattr(server_args, "page_size", None) is None:
+            server_args.page_size = PAGE_SIZE
         server_args.disable_cuda_graph = True
         server_args.disable_overlap_schedule = True
 
     def get_default_attention_backend(self) -> str:
-        return "torch_native"
+        return ATTENTION_BACKEND
+
+    def get_kv_pool_cls(self, *, kind):
+        # The MHA pool in the ragged kernel's layout (torch_native reads its
+        # key and value views too).  Importing attention.py registers the
+        # "tpu" backend: the pool is built before the attention backend,
+        # in the process that serves.
+        if kind != "mha":
+            return None
+        from . import attention
+
+        return attention.TpuMHATokenToKVPool
+
+    def get_paged_allocator_cls(self):
+        # SGLang's paged allocator with its free pages on the host (memory.py)
+        from .memory import TpuPagedTokenToKVPoolAllocator
+
+        return TpuPagedTokenToKVPoolAllocator
 
     def get_compile_backend(self, mode=None) -> str:
         return "tpu"  # torch_tpu's Dynamo backend (torch_dynamo_backends entry point)
