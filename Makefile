@@ -357,6 +357,13 @@ BENCH_SERVE_ARGS ?=
 bench-serve: serve-env
 	$(SERVE_PY) bench/serve.py $(BENCH_SERVE_ARGS)
 
+# Ready time of `vllm serve MODEL` (and SGLang's bare launch_server when
+# .venv-sglang is there), cold (fresh TORCH_TPU_CACHE_DIR) then warm:
+# seconds to /health, warm-up programs, RSS at ready (bench/ready_results.json).
+.PHONY: bench-ready
+bench-ready: serve-env
+	$(SERVE_PY) bench/ready.py
+
 # The ragged paged attention alone: the C host kernel against the StableHLO
 # kernel, ms per layer call (bench/attention_results.json; no vLLM needed).
 .PHONY: bench-attention

@@ -230,6 +230,34 @@ def test_seeded_sampling(servers):
     assert complete(tpu, "The capital of France is", max_tokens=4).startswith(" Paris")
 
 
+def test_client_that_disconnects_mid_stream_is_cancelled(servers):
+    """A client that goes away mid-stream: the server aborts its request
+    (no request left running well before its 480 tokens could have been
+    made) and keeps answering."""
+    import json
+    import socket
+    import time
+
+    tpu, _ = servers
+    body = json.dumps(dict(model=NAME, prompt="Once upon a time", max_tokens=480, temperature=0.0,
+                           ignore_eos=True, stream=True)).encode()
+    host, port = tpu.url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=120) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (host.encode(), len(body), body))
+        got = b""
+        while got.count(b"data:") < 3:
+            chunk = s.recv(4096)
+            assert chunk, got
+            got += chunk
+        assert b" 200 " in got.split(b"\r\n", 1)[0], got
+        t0 = time.monotonic()
+    while tpu.metric("vllm:num_requests_running") > 0:
+        assert time.monotonic() - t0 < 20, "the dropped stream's request still runs"
+        time.sleep(0.25)
+    assert complete(tpu, "The capital of France is", max_tokens=4).startswith(" Paris")
+
+
 def test_zz_stops_cleanly(servers):
     """Last: SIGTERM ends the API process and its engine core, promptly."""
     tpu, _ = servers

@@ -159,3 +159,76 @@ def test_randomized_requests_compile_nothing(servers):
     steps = log_lines(tpu, r"tpu: step (\d+): (\d+) programs compiled since warm-up")
     compiled = int(steps[-1][1])
     assert compiled == 0, f"{compiled} programs compiled during randomized requests:\n{tpu.log_tail()}"
+
+
+def test_randomized_sampling_compiles_nothing(servers):
+    """Sampling beyond greedy (temperature, top-k, top-p, per-request
+    seeds, logprobs) in random mixes and batch sizes: vLLM's sampler runs on
+    the host over the step's logits rows, so no mix compiles a program; a
+    seeded request's text does not depend on what runs beside it."""
+    tpu, _ = servers
+    rng = random.Random(11)
+
+    def one(i):
+        body = dict(model=NAME, prompt=PROMPTS[i % len(PROMPTS)], max_tokens=rng.randint(1, 12), ignore_eos=True,
+                    temperature=rng.choice([0.0, 0.3, 0.8, 1.0, 1.5]))
+        if rng.random() < 0.5:
+            body["top_k"] = rng.choice([1, 5, 40, -1])
+        if rng.random() < 0.5:
+            body["top_p"] = rng.choice([0.5, 0.9, 1.0])
+        if rng.random() < 0.4:
+            body["seed"] = rng.randrange(1000)
+        if rng.random() < 0.4:
+            body["logprobs"] = rng.randint(0, 5)
+        status, out = tpu.request("POST", "/v1/completions", body)
+        assert status == 200, (body, out)
+        choice = out["choices"][0]
+        assert out["usage"]["completion_tokens"] == body["max_tokens"]
+        if "logprobs" in body:
+            lp = choice["logprobs"]
+            assert len(lp["tokens"]) == body["max_tokens"]
+            assert all(v <= 0 for v in lp["token_logprobs"]), lp
+            # vLLM gives the top `logprobs` and the sampled token (when not among them)
+            assert all(body["logprobs"] <= len(top) <= body["logprobs"] + 1 for top in lp["top_logprobs"]), lp
+        return body, choice["text"]
+
+    done = []
+    for round_ in range(4):
+        batch = rng.randint(1, MAX_SEQS + 2)
+        with concurrent.futures.ThreadPoolExecutor(batch) as pool:
+            done += list(pool.map(one, range(round_ * 16, round_ * 16 + batch)))
+    steps = log_lines(tpu, r"tpu: step (\d+): (\d+) programs compiled since warm-up")
+    compiled = int(steps[-1][1])
+    assert compiled == 0, f"{compiled} programs compiled during sampled requests:\n{tpu.log_tail()}"
+    # a seeded request alone gives the text it gave amid the batch
+    seeded = [(b, text) for b, text in done if "seed" in b and b["temperature"] > 0]
+    assert seeded
+    for body, text in seeded[:3]:
+        status, out = tpu.request("POST", "/v1/completions", body)
+        assert status == 200 and out["choices"][0]["text"] == text, (body, text, out)
+
+
+def test_top5_logprobs_match_cpu(servers):
+    """Greedy tokens with their top-5 logprobs: the same tokens as vLLM's CPU
+    backend, every logprob within 1e-3 of its own."""
+    tpu, cpu = servers
+
+    def logprobs(server, prompt):
+        status, body = server.request("POST", "/v1/completions", dict(
+            model=NAME, prompt=prompt, max_tokens=8, temperature=0.0, logprobs=5, ignore_eos=True))
+        assert status == 200, body
+        return body["choices"][0]["logprobs"]
+
+    for prompt in (PROMPTS[1], PROMPTS[3], PROMPTS[6]):
+        got, want = logprobs(tpu, prompt), logprobs(cpu, prompt)
+        assert got["tokens"] == want["tokens"]
+        assert np.allclose(got["token_logprobs"], want["token_logprobs"], atol=1e-3, rtol=0)
+        for g, w in zip(got["top_logprobs"], want["top_logprobs"]):
+            common = set(g) & set(w)
+            # a token can enter or leave the top 5 only where two logprobs tie within the tolerance
+            assert len(common) >= 4, (g, w)
+            for tok in common:
+                assert abs(g[tok] - w[tok]) <= 1e-3, (tok, g[tok], w[tok])
+            for tok in set(g) ^ set(w):
+                edge = min(w.values()) if tok in g else min(g.values())
+                assert abs((g.get(tok) if tok in g else w[tok]) - edge) <= 1e-3, (tok, g, w)

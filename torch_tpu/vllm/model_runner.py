@@ -11,8 +11,11 @@ block tables, query starts: vLLM's CpuGpuBuffer ``.gpu`` halves and its
 other per-step device tensors) runs on the host: those buffers are host
 tensors here, and only padded tensors go to tpu (input ids and positions
 ``[T]``, the attention metadata, the logits rows ``[R]``).  Greedy sampling
-runs on the padded ``[R, vocab]`` logits.  :meth:`TpuModelRunner.warm_up`
-runs every (T, R) bucket (smallest first) before the first request."""
+runs on the padded ``[R, vocab]`` logits; any other sampling (temperature,
+top-k, top-p, seeds, logprobs, penalties, logits processors) runs vLLM's own
+sampler on the host over the step's logits rows (`TpuModelRunner._sample`).
+:meth:`TpuModelRunner.warm_up` runs every (T, R) bucket (smallest first)
+before the first request."""
 import dataclasses
 import logging
 import os
@@ -52,7 +55,7 @@ def buckets(lo, hi):
 def cut():
     """Runs what is pending (fused mode), so a step's programs end where
     their shapes change: the layers (T), the logits rows (T, R), the logits
-    and the sampler (R)."""
+    (R), the greedy sampler (R)."""
     if torch.tpu.get_eager_mode() == "fused":
         from torch_tpu import _C
 
@@ -77,6 +80,8 @@ class TpuModelRunner(GPUModelRunner):
         for name in ("positions", "seq_lens", "num_computed_tokens", "is_padding"):
             setattr(self, name, torch.zeros_like(getattr(self, name), device="cpu"))
         self._host_block_tables()
+        self._host_sampling_batch()
+        self._host_generators = {}  # a seeded request's tpu generator -> its host generator
         self._dev_inputs = None  # device input ids / positions for vLLM's own dummy runs
         self._step_tokens = 0  # the last step's padded token count (T)
 
@@ -85,6 +90,23 @@ class TpuModelRunner(GPUModelRunner):
             for buf in (bt.block_table, bt.slot_mapping):
                 if buf.gpu.device.type != "cpu":
                     buf.gpu = torch.zeros_like(buf.cpu)
+
+    def _host_sampling_batch(self):
+        """The input batch's sampling parameters, logits processors, prompt
+        token ids (penalties) and allowed-token mask stay on the host: the
+        sampler beyond greedy runs there (`_sample`)."""
+        from vllm.v1.sample.logits_processor import build_logitsprocs
+
+        ib = self.input_batch
+        for name in ("temperature", "top_p", "top_k", "frequency_penalties", "presence_penalties",
+                     "repetition_penalties"):
+            setattr(ib, name, torch.zeros_like(getattr(ib, name), device="cpu"))
+        ib.device = torch.device("cpu")
+        if not getattr(ib.logitsprocs, "_tpu_host", False):
+            custom = tuple(self.model_config.logits_processors or ())
+            ib.logitsprocs = build_logitsprocs(self.vllm_config, torch.device("cpu"), False, self.is_pooling_model,
+                                               custom)
+            ib.logitsprocs._tpu_host = True
 
     def load_model(self, *args, **kwargs):
         super().load_model(*args, **kwargs)
@@ -129,6 +151,7 @@ class TpuModelRunner(GPUModelRunner):
     def may_reinitialize_input_batch(self, kv_cache_config):
         super().may_reinitialize_input_batch(kv_cache_config)
         self._host_block_tables()
+        self._host_sampling_batch()
 
     def tokens_bucket(self, n):
         return bucket(n, MIN_TOKENS, self.max_num_tokens)
@@ -158,6 +181,15 @@ class TpuModelRunner(GPUModelRunner):
                 out[2] = out[2].to(self.device)  # positions [T]
         return tuple(out)
 
+    def _dummy_sampler_run(self, hidden_states):
+        """vLLM's memory profile computes the logits of its largest batch
+        and samples them with every feature on: the logits are measured on
+        tpu; the sampler beyond greedy runs on the host here (`_sample`), so
+        its device programs (a sort over the vocabulary) are never compiled."""
+        logits = self.model.compute_logits(torch.rand_like(hidden_states))
+        cut()
+        return logits
+
     def _dummy_run(self, num_tokens, *args, **kwargs):
         # vLLM's dummy runs (the memory profile) read the input buffers
         # directly: give them device tensors for the duration.
@@ -172,21 +204,59 @@ class TpuModelRunner(GPUModelRunner):
             self.input_ids.gpu, self.positions = saved
 
     def _sample(self, logits, spec_decode_metadata):
-        """Greedy sampling runs on the padded logits ``[R, vocab]`` (the
-        padding rows' tokens are dropped on the host); anything else samples
-        the real rows only (those programs are compiled per request count)."""
+        """Greedy sampling runs on tpu over the padded logits ``[R, vocab]``
+        (the padding rows' tokens are dropped on the host).  Anything else
+        (temperature, top-k, top-p, seeds, logprobs, penalties, logits
+        processors) runs vLLM's sampler on the host over the step's logits
+        rows, as vLLM's CPU backend does: every mix of requests then runs
+        programs of the request bucket alone (the logits), where on tpu each
+        mix of sampling features, seeded rows and request count was a program
+        of its own (1-2 s to compile), and XLA's sort for top-p took ~240 ms
+        for 8 rows over a 49k vocabulary.  A seeded request draws from a host
+        generator seeded as its tpu one, one draw per step, wherever its row
+        sits: the same seed gives the same tokens."""
         n = self.input_batch.num_reqs
-        if logits is not None and logits.shape[0] != n and not self._pads_sampler():
-            logits = logits[:n]
-        with profile.phase("sampler"):
-            out = super()._sample(logits, spec_decode_metadata)
-            ids = out.sampled_token_ids.cpu()  # the step's one device-to-host read
-        return dataclasses.replace(out, sampled_token_ids=ids[:n])
-
-    def _pads_sampler(self):
         md = self.input_batch.sampling_metadata
-        return (md.all_greedy and md.max_num_logprobs is None and not md.logprob_token_ids
-                and md.no_penalties and md.allowed_token_ids_mask is None and not md.bad_words_token_ids)
+        cut()  # the logits are a program of their own (per R), whichever way the step samples
+        if logits is None or spec_decode_metadata is not None or self._samples_on_device(md):
+            with profile.phase("sampler"):
+                out = super()._sample(logits, spec_decode_metadata)
+                ids = out.sampled_token_ids.cpu()  # the step's one device-to-host read
+            return dataclasses.replace(out, sampled_token_ids=ids[:n])
+        with profile.phase("sampler"):
+            self.input_batch.update_async_output_token_ids()
+            rows = logits.cpu()[:n]  # the step's one device-to-host read
+            md = dataclasses.replace(md, generators=self._host_generators_of(md.generators))
+            return self.sampler(logits=rows, sampling_metadata=md)
+
+    @staticmethod
+    def _samples_on_device(md):
+        """Greedy, and nothing that reads or changes the logits beyond the
+        argmax (logprobs, penalties, masks, active logits processors)."""
+        if not (md.all_greedy and md.max_num_logprobs is None and not md.logprob_token_ids and md.no_penalties
+                and md.allowed_token_ids_mask is None and not md.bad_words_token_ids):
+            return False
+        for proc in md.logitsprocs.non_argmax_invariant:  # vLLM's built-ins say when they act
+            state = getattr(proc, "biases", getattr(proc, "min_toks", True))
+            if state:
+                return False
+        return True
+
+    def _host_generators_of(self, generators):
+        """{row: tpu generator} -> {row: host generator}, each host
+        generator made once per tpu generator (seeded with its seed) and
+        kept while a request holds that tpu generator."""
+        out = {}
+        for row, gen in generators.items():
+            host = self._host_generators.get(id(gen))
+            if host is None or host[0] is not gen:
+                host = self._host_generators[id(gen)] = (gen, torch.Generator().manual_seed(gen.initial_seed()))
+            out[row] = host[1]
+        if len(self._host_generators) > len(generators):
+            live = {id(r.generator) for r in self.requests.values() if getattr(r, "generator", None) is not None}
+            for key in [k for k in self._host_generators if k not in live]:
+                del self._host_generators[key]
+        return out
 
     def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, *args, **kwargs):
         """A step's token count padded to a power of two (at least 1, at
@@ -210,7 +280,7 @@ class TpuModelRunner(GPUModelRunner):
         waits for a compile.  A step's programs are the layers and the
         ragged attention (per token bucket T, whatever the mix of requests:
         attention.py), the gather of the logits rows (per T and request
-        bucket R) and the logits and the sampler (per R), cut apart in fused
+        bucket R), the logits and the greedy sampler (per R), cut apart in fused
         mode (`cut`).  So: one real step (vLLM's execute_model and
         sample_tokens on a scheduler output of made-up greedy requests) per
         T, one per R at the smallest T that holds R requests, and the gather
