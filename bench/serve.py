@@ -26,8 +26,10 @@ VLLM_SERVER_DEV_MODE=1), so every configuration starts with an empty cache.
 Configurations:
   cpu            vLLM's CPU backend (plugin off), prefix caching on
   tpu            one tpu server, prefix caching on
-  cpu@C, tpu@C   the same two at the other concurrencies of --also-concurrency
-                 (default 1 and 32; --max-num-seqs C)
+  sglang         SGLang 0.5.23 on tpu (.venv-sglang, `make sglang-env`; its own
+                 attention backend over the same kernel), radix cache on
+  cpu@C, tpu@C, sglang@C   the same at the other concurrencies of
+                 --also-concurrency (default 1 and 32; --max-num-seqs C)
   tpu_no_prefix  one tpu server, prefix caching off
   rr             two tpu replicas + tools/serve_router.py, round robin
   cache_aware    the same two replicas + tools/serve_router.py, cache-aware
@@ -151,6 +153,33 @@ def measure(url, servers, prompts, warm, a):
     return r
 
 
+SGLANG_PY = os.path.join(ROOT, ".venv-sglang", "bin", "python")
+
+
+def start_sglang(a, log=None):
+    """SGLang's server on tpu (.venv-sglang, `make sglang-env`) for the same
+    workload: its radix prefix cache on, a KV pool and per-step budget as
+    `make serve-sglang` gives it, a.concurrency requests at a time."""
+    def argv(port):
+        return [SGLANG_PY, "-m", "sglang.launch_server", "--model-path", a.model, "--served-model-name", NAME,
+                "--host", "127.0.0.1", "--port", str(port), "--dtype", a.dtype, "--context-length", "1024",
+                "--mem-fraction-static", "0.1", "--max-total-tokens", "16384",
+                "--max-running-requests", str(a.concurrency), "--chunked-prefill-size", str(a.batched_tokens)]
+    return Server("tpu", model=a.model, name=NAME, argv=argv, log_path=log, env={"SGLANG_PLATFORM": "tpu"})
+
+
+def measure_sglang(s, prompts, warm, a):
+    """measure() for SGLang: its cache is emptied with /flush_cache; it
+    reports no prefix-cache counters here."""
+    first = replay(s.url, warm, a.concurrency, a.max_tokens)
+    status, body = s.request("POST", "/flush_cache")
+    if status != 200:
+        raise RuntimeError(f"flush_cache on {s.url}: {status} {body}")
+    r = replay(s.url, prompts, a.concurrency, a.max_tokens)
+    r["first_pass_tokens_per_s"] = first["tokens_per_s"]
+    return r
+
+
 def start(backend, a, prefix=True, log=None, kv_events_port=None, env=None, max_seqs=None):
     """kv_events_port: the server publishes its KV-cache events (ZMQ) there."""
     extra = ["--max-model-len", "1024", "--max-num-seqs", str(max_seqs or a.concurrency), "--max-num-batched-tokens",
@@ -233,7 +262,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--quick", action="store_true", help="a few requests per configuration (checks it works)")
-    ap.add_argument("--only", default="cpu,tpu,tpu_no_prefix,rr,cache_aware,smg_rr,smg_cache_aware,kv_events")
+    ap.add_argument("--only", default="cpu,tpu,sglang,tpu_no_prefix,rr,cache_aware,smg_rr,smg_cache_aware,kv_events")
     ap.add_argument("--tenants", type=int, default=4)
     ap.add_argument("--turns", type=int, default=8)
     ap.add_argument("--concurrency", type=int, default=8)
@@ -283,16 +312,29 @@ def main():
         finally:
             s.stop()
 
+    def sglang():
+        if not os.path.exists(SGLANG_PY):
+            raise RuntimeError(".venv-sglang is missing: make sglang-env")
+        s = start_sglang(a, log=os.path.join(logs, f"sglang_{a.concurrency}.log"))
+        try:
+            s.wait_ready()
+            return measure_sglang(s, prompts, warm, a)
+        finally:
+            s.stop()
+
     if "cpu" in only:
         record("cpu", lambda: single("cpu", True))
     if "tpu" in only:
         record("tpu", lambda: single("tpu", True))
+    if "sglang" in only:
+        record("sglang", sglang)
     base = a.concurrency
     for c in [int(x) for x in a.also_concurrency.split(",") if x.strip()]:
         a.concurrency = c  # the same workload, c requests at a time (and --max-num-seqs c)
-        for backend in ("cpu", "tpu"):
+        for backend in ("cpu", "tpu", "sglang"):
             if backend in only:
-                record(f"{backend}@{c}", lambda: dict(single(backend, True), concurrency=c))
+                record(f"{backend}@{c}", lambda: dict(sglang() if backend == "sglang" else single(backend, True),
+                                                      concurrency=c))
     a.concurrency = base
     if "tpu_no_prefix" in only:
         record("tpu_no_prefix", lambda: single("tpu", False))
@@ -391,8 +433,8 @@ def table(results):
         else:
             lines.append(f"| {name} | {r['tokens_per_s']} | {r.get('first_pass_tokens_per_s', '')} | "
                          f"{r['requests_per_s']} | {r['ttft_mean_s']} | "
-                         f"{r['ttft_p90_s']} | {r['latency_mean_s']} | {r['prefix_cache_hit_rate']} | "
-                         f"{r.get('prefix_cache_hit_rate_per_replica', '')} | {r['requests_per_replica']} |")
+                         f"{r['ttft_p90_s']} | {r['latency_mean_s']} | {r.get('prefix_cache_hit_rate', '')} | "
+                         f"{r.get('prefix_cache_hit_rate_per_replica', '')} | {r.get('requests_per_replica', '')} |")
     return "\n".join(lines) + "\n"
 
 

@@ -165,7 +165,7 @@ def test_randomized_sampling_compiles_nothing(servers):
     """Sampling beyond greedy (temperature, top-k, top-p, per-request
     seeds, logprobs) in random mixes and batch sizes: vLLM's sampler runs on
     the host over the step's logits rows, so no mix compiles a program; a
-    seeded request's text does not depend on what runs beside it."""
+    seeded request run again gives the same text."""
     tpu, _ = servers
     rng = random.Random(11)
 
@@ -200,12 +200,14 @@ def test_randomized_sampling_compiles_nothing(servers):
     steps = log_lines(tpu, r"tpu: step (\d+): (\d+) programs compiled since warm-up")
     compiled = int(steps[-1][1])
     assert compiled == 0, f"{compiled} programs compiled during sampled requests:\n{tpu.log_tail()}"
-    # a seeded request alone gives the text it gave amid the batch
-    seeded = [(b, text) for b, text in done if "seed" in b and b["temperature"] > 0]
+    # a seeded request draws from its own generator: run again, it gives the same text (amid a
+    # batch its logits can differ in the last bits from a lone run's, and a draw near a top-p edge
+    # with them; test_server.py's seeded test checks the batch case on a short prompt)
+    seeded = [b for b, _ in done if "seed" in b and b["temperature"] > 0]
     assert seeded
-    for body, text in seeded[:3]:
-        status, out = tpu.request("POST", "/v1/completions", body)
-        assert status == 200 and out["choices"][0]["text"] == text, (body, text, out)
+    for body in seeded[:3]:
+        texts = {tpu.request("POST", "/v1/completions", body)[1]["choices"][0]["text"] for _ in range(2)}
+        assert len(texts) == 1, (body, texts)
 
 
 def test_top5_logprobs_match_cpu(servers):
