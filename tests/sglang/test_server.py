@@ -127,3 +127,102 @@ def test_steady_decode_compiles_nothing(server):
         last = last + [int(count)] if (mode, reqs) == ("DECODE", "1") else []
     assert len(last) >= 20, steps[-30:]
     assert last[3] == last[-1], last
+
+
+def compile_counts(server):
+    return [int(c) for c in re.findall(r"tpu: step \d+ \(\w+, \d+ requests, \d+ tokens\): (\d+) programs compiled",
+                                       server.log_text())]
+
+
+def test_warm_up_ran_before_ready(server):
+    """Every token bucket ran at start-up (torch_tpu/sglang/step.py warm_up)."""
+    assert re.search(r"tpu: warm-up ran \d+ steps \(token buckets up to \d+\)", server.log_text())
+
+
+def test_random_request_mix_compiles_nothing(server, reference):
+    """Waves of 1-8 concurrent greedy requests of random prompt and output
+    lengths, after the start-up warm-up: the engine compiles nothing during
+    them (the step padded to token and request buckets, the scheduler's
+    tensors on the host), and every answer still equals Transformers'."""
+    import random
+
+    rng = random.Random(47)
+    words = "the of and a to in is you that it he was for on are as with his they at be this have from".split()
+    complete(server, "warm", max_tokens=2)  # the sampler's host programs, once
+    before = compile_counts(server)[-1]
+    choices = []
+    for _ in range(3):
+        reqs = [(" ".join(rng.choice(words) for _ in range(rng.randint(3, 60))), rng.randint(2, 10))
+                for _ in range(rng.randint(1, 8))]
+        with concurrent.futures.ThreadPoolExecutor(len(reqs)) as pool:
+            futures = [(pool.submit(complete, server, p, m), m) for p, m in reqs]
+            choices += [(f.result()["choices"][0], m) for f, m in futures]
+    counts = compile_counts(server)
+    complete(server, "done", max_tokens=2)  # its first step logs the count after the last wave
+    assert compile_counts(server)[-1] == before, (before, counts[-40:])
+    for choice, max_tokens in choices:
+        ids = choice["token_ids"]
+        want = reference(choice["prompt_token_ids"], max_tokens)
+        if want and want[-1] in reference.eos:
+            ids = ids[:len(want)]
+        assert ids == want, (choice["text"], ids, want)
+
+
+def test_bad_requests_get_4xx_and_the_server_keeps_answering(server, reference):
+    """max_tokens -1, malformed JSON, a prompt over the context length: a
+    4xx each; then a request is answered token for token as before."""
+    import urllib.error
+    import urllib.request
+
+    def post_raw(data):
+        req = urllib.request.Request(server.url + "/v1/completions", data=data, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    base = {"model": "default", "prompt": PROMPTS[0], "temperature": 0}
+    assert 400 <= server.request("/v1/completions", {**base, "max_tokens": -1})[0] < 500
+    assert 400 <= post_raw(b'{"model": "default", "prompt": "x", ') < 500
+    assert 400 <= server.request("/v1/completions", {**base, "prompt": "word " * 2000, "max_tokens": 4})[0] < 500
+    # SGLang serves one model under any name: an unknown name is answered, not refused
+    status, body = server.request("/v1/completions", {**base, "model": "no-such-model", "max_tokens": 4})
+    assert status == 200, body
+    (choice,) = complete(server, PROMPTS[0])["choices"]
+    check_choice(choice, reference)
+
+
+def test_client_disconnect_mid_stream_aborts_the_request(server, reference):
+    """A streaming client that closes its socket after three events of a
+    400-token request: the server aborts it (its steps stop long before 400
+    decode steps: the per-step log goes quiet) and answers the next request
+    correctly."""
+    import json
+    import socket
+    import time
+
+    body = json.dumps({"model": "default", "prompt": PROMPTS[2], "max_tokens": 400, "temperature": 0,
+                       "stream": True, "ignore_eos": True}).encode()
+    steps0 = len(compile_counts(server))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=120) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        seen = b""
+        while seen.count(b"data:") < 3:
+            chunk = s.recv(4096)
+            assert chunk, seen
+            seen += chunk
+    deadline, last = time.time() + 60, -1
+    while time.time() < deadline:  # until the step log goes quiet
+        time.sleep(3)
+        n = len(compile_counts(server))
+        if n == last:
+            break
+        last = n
+    assert last - steps0 < 300, f"{last - steps0} steps after the client left: not aborted"
+    t0 = time.time()
+    (choice,) = complete(server, PROMPTS[0])["choices"]
+    check_choice(choice, reference)
+    assert time.time() - t0 < 60

@@ -16,10 +16,10 @@ the block tables, padded to the step's token bucket T (a power of two) and
 to a table width fixed by the context length, and uploads them; every layer
 uses them.  Decode, prefill, chunked prefill, prefix-cache hits and mixed
 batches are the same computation (context + queries per request), so the
-attention is one program per token bucket.  The block tables are the
-backend's one device read of a step: ``req_to_token`` is written on the
-device (from the radix tree's device indices of cached prefixes), so the
-step's rows of it come to the host once (an [R, context_len] int32 read).
+attention is one program per token bucket.  The block tables come from
+``req_to_token``, which lives on the host on tpu (step.py): no device read.
+The step's tokens arrive padded to the bucket (step.py `pad`); the padding
+rows belong to no request.
 
 TORCH_TPU_SGLANG_METRICS=1 logs, at each step, the programs the engine has
 compiled (or loaded from its disk tier) so far: "tpu: step N (MODE, R
@@ -113,8 +113,8 @@ class TpuAttnBackend(AttentionBackend):
                         len(seq_lens), int(starts[-1]), compile_count())
 
     def block_tables(self, req_pool_indices, seq_lens):
-        """[R, context_len / page_size] page ids of the step's requests (the
-        step's one device read); pages past a request's length are 0."""
+        """[R, context_len / page_size] page ids of the step's requests (from
+        the host table: step.py); pages past a request's length are 0."""
         rows = self.req_to_token_pool.req_to_token.index_select(0, req_pool_indices).cpu().numpy()
         table = rows[:, ::self.page_size].astype(np.int64) // self.page_size
         pages = -(-seq_lens // self.page_size)

@@ -15,16 +15,14 @@ the kernel's blocks.  16-bit caches are kept as their bits (int16,
 ragged.cache_storage: the pool's store_dtype).
 
 :class:`TpuPagedTokenToKVPoolAllocator` (the platform's paged allocator):
-SGLang's, with its free-page list on the host.  On the device, every page
-taken shortens the list, and each new length made the ops that read it
-(slicing, the naive allocation kernels' gathers) new programs: a steady
-decode compiled one every few steps.  On the host they are numpy-speed torch
-CPU ops; what the caller hands in on the device (the last slot of each
-request, the indices freed) comes to the host, and the slots handed out go
-to the device (one [R] read and one [tokens] write per step).
+SGLang's, on the host.  On the device, every page taken shortens the free
+list, and each new length made the ops that read it (slicing, the naive
+allocation kernels' gathers) new programs: a steady decode compiled one
+every few steps.  On the host they are numpy-speed torch CPU ops, and the
+slots it hands out, the radix tree's indices and the request-to-token table
+(step.py) all stay host tensors; the step's slots go to the device padded
+with the step's inputs (step.py `pad`).
 """
-import contextlib
-
 import torch
 from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
 from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
@@ -53,7 +51,7 @@ class TpuMHATokenToKVPool(MHATokenToKVPool):
         n = loc.shape[0]
         new = torch.cat([cache_k.reshape(n, self.head_num, self.head_dim),
                          cache_v.reshape(n, self.head_num, self.v_head_dim)], dim=-1)
-        self.kv_buffer[layer_idx].index_copy_(0, loc.to(torch.int64), new)
+        self.kv_buffer[layer_idx].index_copy_(0, loc.to(self.device, torch.int64), new)
 
     def paged_kv(self, layer_id):
         """Layer layer_id's cache as the kernel reads it: [pages, page_size,
@@ -64,42 +62,7 @@ class TpuMHATokenToKVPool(MHATokenToKVPool):
 
 
 class TpuPagedTokenToKVPoolAllocator(PagedTokenToKVPoolAllocator):
-    """SGLang's paged allocator, its free pages on the host (see the module
-    docstring).  ``device`` stays the serving device (the radix cache and
-    the callers read it); SGLang's own allocation code runs with the host
-    as its device (`_on_host`)."""
+    """SGLang's paged allocator on the host (see the module docstring)."""
 
-    @contextlib.contextmanager
-    def _on_host(self):
-        device, self.device = self.device, "cpu"
-        try:
-            yield device
-        finally:
-            self.device = device
-
-    def clear(self):
-        with self._on_host():
-            super().clear()
-
-    def alloc(self, need_size):
-        with self._on_host() as device:
-            out = super().alloc(need_size)
-        return None if out is None else out.to(device)
-
-    def alloc_extend(self, prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc, extend_num_tokens,
-                     num_new_pages=None):
-        with self._on_host() as device:
-            out = super().alloc_extend(prefix_lens_cpu, prefix_lens_cpu, seq_lens_cpu, seq_lens_cpu, last_loc.cpu(),
-                                       extend_num_tokens, num_new_pages)
-        return None if out is None else out.to(device)
-
-    def alloc_decode(self, seq_lens, seq_lens_cpu, last_loc):
-        with self._on_host() as device:
-            out = super().alloc_decode(seq_lens_cpu, seq_lens_cpu, last_loc.cpu())
-        return None if out is None else out.to(device)
-
-    def free(self, free_index):
-        super().free(free_index.cpu())
-
-    def free_page_ids(self, page_ids):
-        super().free_page_ids(page_ids.cpu())
+    def __init__(self, size, page_size, dtype, device, kvcache, need_sort):
+        super().__init__(size, page_size, dtype, "cpu", kvcache, need_sort)

@@ -31,6 +31,8 @@ Registered as SGLang hooks (``register_hooks``, through the
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import logging
+import os
 import sys
 import types
 
@@ -159,8 +161,41 @@ def _apply_vocab_mask(original, self, logits, vocab_mask):
     logits.copy_(host)
 
 
+def _warm_up_after_init(result, runner, *args, **kwargs):
+    from . import step
+
+    if (str(runner.device).split(":")[0] != "tpu" or runner.is_draft_worker
+            or os.environ.get("TORCH_TPU_SGLANG_WARMUP", "1") == "0"):
+        return
+    from sglang.srt.runtime_context import get_schedule
+
+    sched = get_schedule()  # an extend step's tokens: a chunk, else the prefill budget
+    chunk = sched.chunked_prefill_size
+    max_tokens = chunk if chunk and chunk > 0 else sched.max_prefill_tokens
+    max_tokens = min(max_tokens, runner.max_total_num_tokens)
+    steps, programs, seconds = step.warm_up(runner, max_tokens)
+    logging.getLogger(__name__).info("tpu: warm-up ran %d steps (token buckets up to %d) in %.1f s: %d programs "
+                                     "compiled or loaded", steps, max_tokens, seconds, programs)
+
+
 def register_hooks():
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
+    from . import step
+
     HookRegistry.register("sglang.srt.constrained.xgrammar_backend.XGrammarGrammar.apply_vocab_mask",
                           _apply_vocab_mask, HookType.AROUND)
+    # the scheduler's tensors on the host, the forward padded to buckets,
+    # sampling on the host (step.py)
+    HookRegistry.register("sglang.srt.mem_cache.memory_pool.ReqToTokenPool.__init__", step.req_pool_init,
+                          HookType.AROUND)
+    HookRegistry.register("sglang.srt.managers.overlap_utils.FutureMap.__init__", step.future_map_init,
+                          HookType.AROUND)
+    HookRegistry.register("sglang.srt.model_executor.forward_batch_info.ForwardBatch.init_new",
+                          step.init_new_on_host, HookType.AROUND)
+    HookRegistry.register("sglang.srt.model_executor.runner.eager_runner.EagerRunner.load_batch", step.load_batch,
+                          HookType.AROUND)
+    HookRegistry.register("sglang.srt.model_executor.model_runner.ModelRunner.sample", step.sample, HookType.AROUND)
+    HookRegistry.register("sglang.srt.model_executor.model_runner.ModelRunner.init_cuda_graphs",
+                          _warm_up_after_init,
+                          HookType.AFTER)

@@ -49,7 +49,10 @@ class TpuSRTPlatform(SRTPlatform):
             if asked is not None and asked not in allowed:
                 logger.warning("tpu: --%s %s needs CUDA kernels; using %s", field.replace("_", "-"), asked, value)
             setattr(server_args, field, asked if asked in allowed else value)
-        if getattr(server_args, "page_size", None) is None:
+        page_size = getattr(server_args, "page_size", None)
+        if page_size == 1:  # SGLang's unpaged allocator: on the device, beside the host table (step.py)
+            logger.warning("tpu: --page-size 1 is not supported; using %d", PAGE_SIZE)
+        if page_size is None or page_size == 1:
             server_args.page_size = PAGE_SIZE
         server_args.disable_cuda_graph = True
         server_args.disable_overlap_schedule = True
