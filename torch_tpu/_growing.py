@@ -276,13 +276,14 @@ class GrowingTensor(torch.Tensor):
 _GROWN = {}  # id -> (weakref, dim): plain cat results that a later cat may grow again
 _VIEWS = {}  # id -> (weakref, _Shared, length): GrowingTensors handed out as plain views (to_views)
 _GROWTH_SITES = set()  # (file, line) of user code that grew a tensor by cat: a loop's cat
+GRAD_SITES = {}  # (file, line) -> times a loop's cat there stayed exact: an input required grad (the doctor)
 _HERE = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
 
 
 def _growth_dim(tensors, dim):
     """The dim along which cat(tensors, dim) extends a tpu tensor by a
-    shorter piece, under no_grad / inference_mode; else None."""
-    if not CAT_GROWS or len(tensors) != 2 or torch.is_grad_enabled():
+    shorter piece; else None."""
+    if not CAT_GROWS or len(tensors) != 2:
         return None
     a, b = tensors
     if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.dim() == 0 or a.dim() != b.dim() or \
@@ -310,8 +311,9 @@ def _remember(out, d):
 def cat_or_grow(tensors, dim, plain_cat):
     """torch.cat(tensors, dim): a GrowingTensor for a loop's cat, else
     plain_cat's result.  A loop's cat extends a tensor by a shorter piece
-    (a KV cache, a token list, a history extended by a step) under no_grad
-    or inference_mode, where the tensor is what a cat of the same dim made
+    (a KV cache, a token list, a history extended by a step) where neither
+    requires grad (with grad mode on or off; a cat autograd must record
+    stays exact, its line kept in GRAD_SITES), where the tensor is what a cat of the same dim made
     (its previous step), or at a line of user code that grew a tensor so
     before (a loop run again: bucketed from its first step).  A one-off cat
     -- padding, a rotary half, a header -- stays a plain tensor.  The
@@ -322,6 +324,17 @@ def cat_or_grow(tensors, dim, plain_cat):
     if d is None:
         return plain_cat(tensors, dim)
     a, b = tensors
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        # exact (autograd records every step's cat), so each length is a
+        # new program: a loop's cat here is remembered for the doctor's fix
+        seen = _GROWN.get(id(a))
+        if seen is not None and seen[0]() is a and seen[1] == d:
+            site = _caller_site()
+            if site is not None:
+                GRAD_SITES[site] = GRAD_SITES.get(site, 0) + 1
+        out = plain_cat(tensors, dim)
+        _remember(out, d)
+        return out
     view = _VIEWS.get(id(a))
     if view is not None and view[0]() is a and view[1].buf.dim == d:  # a compiled graph's grown output
         return GrowingTensor(view[1], view[2])._append(b)

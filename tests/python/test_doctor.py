@@ -101,6 +101,27 @@ def test_planted_problem_is_named_at_its_line_with_a_fix(name, marker, kinds, tm
 
 
 @strict_only
+def test_a_cache_grown_with_grad_is_named_at_its_cat_with_no_grad_as_the_fix(tmp_path_factory):
+    """Generation without torch.no_grad() whose cache requires grad: every
+    length compiles anew; the one finding is at the cat, with the fix."""
+    name = "grad_cache"
+    out = os.path.join(str(tmp_path_factory.getbasetemp()), name + ".json")
+    p = subprocess.run([sys.executable, "-m", "torch_tpu.doctor", "--quiet", "--json", out,
+                        os.path.join(EXAMPLES, name + ".py")], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, TORCH_TPU_EAGER_MODE="strict", PYTHONWARNINGS="ignore"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    with open(out) as f:
+        rep = json.load(f)
+    report.validate(rep)
+    line = _marker_line(name, "cache")
+    assert [f["kind"] for f in rep["findings"]] == ["recompile"], rep["findings"]
+    f = rep["findings"][0]
+    assert _same_file(f["file"], os.path.join(EXAMPLES, name + ".py")) and f["line"] == line, f
+    assert f["cause_kind"] == "shape" and "torch.no_grad()" in f["fix"] and "detach" in f["fix"], f
+    assert f["count"] >= 10  # a program set per length
+
+
+@strict_only
 def test_recompile_findings_say_what_changed(tmp_path_factory):
     d = str(tmp_path_factory.getbasetemp())
     growing = next(f for f in _doctor("growing_seq", "strict", tmp_dir=d)["findings"] if f["kind"] == "recompile")

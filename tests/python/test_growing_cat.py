@@ -192,8 +192,9 @@ def test_what_users_see_is_a_plain_tensor(tpu):
 
 def test_plain_cats_stay_plain(tpu, monkeypatch):
     a, b = torch.randn(2, 4, device=tpu), torch.randn(2, 1, device=tpu)
-    ab = torch.cat([a, b], 1)
-    assert type(torch.cat([ab, b], 1)) is torch.Tensor  # autograd on: training and set-up code
+    w = b.clone().requires_grad_()
+    aw = torch.cat([a, w], 1)
+    assert type(torch.cat([aw, w], 1)) is torch.Tensor  # autograd records the cat: it stays exact
     with torch.no_grad():
         once = torch.cat([a, b], 1)
         assert type(once) is torch.Tensor  # a one-off cat (padding, a header)
@@ -275,3 +276,77 @@ def test_compiled_function_over_a_grown_cache(tpu):
             if step == 1:
                 after_first = _compiles()
     assert _compiles() - after_first <= 4
+
+
+def _grad_mode_decode(tpu, steps=32):
+    """The hand-written KV cache loop with autograd on (no torch.no_grad),
+    nothing in it requiring grad: compile counts after each step."""
+    torch.manual_seed(3)
+    B, H, D = 2, 3, 16
+    k, v = torch.randn(B, H, 6, D), torch.randn(B, H, 6, D)
+    kt, vt = k.to(tpu), v.to(tpu)
+    counts = []
+    assert torch.is_grad_enabled()
+    for step in range(steps):
+        q, kn, vn = (torch.randn(B, H, 1, D) for _ in range(3))
+        k, v = torch.cat([k, kn], 2), torch.cat([v, vn], 2)
+        kt, vt = torch.cat([kt, kn.to(tpu)], 2), torch.cat([vt, vn.to(tpu)], 2)
+        assert isinstance(kt, GrowingTensor) == (step > 0 or bool(grad_counts_before))
+        _close(F.scaled_dot_product_attention(q.to(tpu), kt, vt), F.scaled_dot_product_attention(q, k, v))
+        counts.append(_compiles())
+    _close(kt, k, atol=0)
+    return counts
+
+
+grad_counts_before = []
+
+
+def test_a_cache_grows_the_same_without_no_grad(tpu):
+    """Issue 50 item 3: a loop's cat whose inputs do not require grad grows
+    a bucket with autograd on too: after its first steps the loop compiles
+    nothing (it compiled 8 programs a step, forever), values equal CPU."""
+    counts = _grad_mode_decode(tpu)
+    assert counts[-1] - counts[2] == 0, counts
+    grad_counts_before.append(counts)
+    counts = _grad_mode_decode(tpu)  # again: bucketed from its first step, all programs known
+    assert counts[-1] - counts[0] == 0, counts
+
+
+def test_backward_through_a_grown_cache_equals_cpu(tpu):
+    """A grown cache (nothing in it requires grad) read by a query that
+    does: autograd saves the grown tensor, and the gradient equals CPU's."""
+    torch.manual_seed(4)
+    B, H, D = 1, 2, 8
+    wq = torch.randn(D, D, requires_grad=True)
+    wqt = wq.detach().to(tpu).requires_grad_()
+    k = torch.randn(B, H, 3, D)
+    kt = k.to(tpu)
+    lc = lt = 0
+    for step in range(6):
+        kn, x = torch.randn(B, H, 1, D), torch.randn(B, H, 1, D)
+        k, kt = torch.cat([k, kn], 2), torch.cat([kt, kn.to(tpu)], 2)
+        lc = lc + F.scaled_dot_product_attention(x @ wq, k, k).pow(2).sum()
+        lt = lt + F.scaled_dot_product_attention(x.to(tpu) @ wqt, kt, kt).pow(2).sum()
+    assert isinstance(kt, GrowingTensor)
+    lc.backward()
+    lt.backward()
+    torch.testing.assert_close(lt.detach().cpu(), lc.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(wqt.grad.cpu(), wq.grad, rtol=1e-5, atol=1e-4)
+
+
+def test_a_cat_autograd_records_stays_exact_and_its_line_is_known(tpu):
+    """An input that requires grad: every step's cat is recorded by
+    autograd and exact (a plain tensor, gradients equal CPU's); the line is
+    kept for the doctor's fix (growing.GRAD_SITES)."""
+    torch.manual_seed(5)
+    w = torch.randn(4, requires_grad=True)
+    wt = w.detach().to(tpu).requires_grad_()
+    h, ht = w.view(1, 4) * 1, wt.view(1, 4) * 1
+    for step in range(5):
+        h, ht = torch.cat([h, w.view(1, 4) * step], 0), torch.cat([ht, wt.view(1, 4) * step], 0)
+        assert type(ht) is torch.Tensor and ht.requires_grad
+    h.pow(2).sum().backward()
+    ht.pow(2).sum().backward()
+    torch.testing.assert_close(wt.grad.cpu(), w.grad)
+    line = next(n for n, text in enumerate(open(__file__), 1) if "h, ht = torch.cat([h, w.view(1, 4)" in text)
+    assert growing.GRAD_SITES.get((__file__, line), 0) >= 3, growing.GRAD_SITES

@@ -9,7 +9,9 @@ and a fix, most costly first:
   engine's cause with its values taken out (a length growing by one per
   step is one group); the line is the one whose torch calls showed a new
   signature of the cause's kind (a shape, a Python number, a dtype) after
-  the warm-up, the first such in program order (where the change entered);
+  the warm-up, the first such in program order (where the change entered),
+  or a loop's torch.cat among them that grows a tensor requiring grad
+  (torch_tpu/_growing.py GRAD_SITES: no_grad or detach is the fix);
 - ``host_read`` / ``data_dependent_shape``: a read of a device value, or an
   op whose result shape depends on the data, at the same line in at least
   half of the steady steps (in every one, for a program with no optimizer
@@ -78,6 +80,10 @@ _FIX_RECOMPILE = {
                  "values, or a changing argument form): make every step run the same ops",
     "other": "keep the inputs' shapes, dtypes and argument values the same from one step to the next",
 }
+_FIX_GROW_GRAD = ("torch.cat here grows a tensor by a piece each step, and one of them requires grad, so autograd "
+                  "records every step's cat and each length is a new program: run the loop under torch.no_grad() "
+                  "(or torch.inference_mode()), or .detach() what it appends, and the tensor grows in a bucket "
+                  "whose programs serve every length")
 # which changes of a line's call signatures each cause kind looks for (a
 # factory's size is an attribute of its program, and a shape of its result)
 _SIG_KINDS = {"shape": ("shape",), "dtype": ("dtype",), "scalar": ("scalar", "shape"), "view": ("scalar", "shape"),
@@ -158,11 +164,20 @@ def build(probe, metrics_end, argv, mode, wall_seconds, exit_kind, error, memory
         g = groups.setdefault(key, {"program": p["name"], "cause": p["cause"], "count": 0, "seconds": 0.0})
         g["count"] += 1
         g["seconds"] += p["seconds"]
+    from .._growing import GRAD_SITES
+    grad_sites = {(os.path.realpath(f), l) for f, l in GRAD_SITES}
+    grad_sites |= set(GRAD_SITES)
     at_line = {}
     for g in groups.values():
         kind = cause_kind(g["cause"])
         lines = _culprits(probe, kind)
         where = (lines[0][0], lines[0][1]) if lines else (None, None)
+        if kind == "shape" and GRAD_SITES:  # a loop's torch.cat that autograd keeps exact: the cause, with its fix
+            grad_cat = next(((f, l) for f, l, _ in lines if (f, l) in grad_sites), None)
+            if grad_cat is None and not lines:  # no steps to tell lines apart by: the busiest such cat
+                grad_cat = max(GRAD_SITES, key=GRAD_SITES.get)
+            if grad_cat is not None:
+                where = grad_cat
         entry = at_line.setdefault(where, {"groups": [], "lines": lines})
         entry["groups"].append(dict(g, kind=kind))
     for (file, line), entry in at_line.items():
@@ -178,7 +193,7 @@ def build(probe, metrics_end, argv, mode, wall_seconds, exit_kind, error, memory
             "recompile", f"recompiles after the warm-up: {top['kind']} changes every step", file, line, count,
             seconds, f"{count} programs compiled after the warm-up ({seconds:.3f} s): {names}; "
                      f"cause: {top['program']}: {top['cause']}",
-            _FIX_RECOMPILE[top["kind"]], cause=top["cause"], cause_kind=top["kind"], program=top["program"],
+            _FIX_GROW_GRAD if (file, line) in grad_sites else _FIX_RECOMPILE[top["kind"]], cause=top["cause"], cause_kind=top["kind"], program=top["program"],
             causes=[{"program": g["program"], "cause": g["cause"], "kind": g["kind"], "count": g["count"],
                      "seconds": g["seconds"]} for g in gs])
         f["also"] = [{"file": a, "line": b, "count": n} for a, b, n in entry["lines"][1:4]]
