@@ -26,6 +26,19 @@ def _allow_attention_backend_choice():
 _allow_attention_backend_choice()
 
 
+def _cpu_plugin():
+    """Whether the plugin found is the XLA CPU plugin (known without starting
+    the engine: this runs in SGLang's launcher, before its processes fork)."""
+    import os
+
+    from torch_tpu import _engine
+
+    return bool(_engine._plugin) and "xla_cpu" in os.path.basename(_engine._plugin)
+
+
+HOST_MEM_FRACTION = 0.25  # of the CPU plugin's device capacity, by default (as vLLM on tpu: worker.HOST_DEFAULT_UTIL)
+
+
 class TpuSRTPlatform(SRTPlatform):
     _enum = PlatformEnum.OOT
     device_name: str = "tpu"
@@ -56,6 +69,15 @@ class TpuSRTPlatform(SRTPlatform):
             server_args.page_size = PAGE_SIZE
         server_args.disable_cuda_graph = True
         server_args.disable_overlap_schedule = True
+        if getattr(server_args, "mem_fraction_static", 0) is None and _cpu_plugin():
+            # The XLA CPU plugin's memory is a share of the host's RAM
+            # (TORCH_TPU_CPU_MEMORY), shared with everything on the machine:
+            # SGLang's default (~0.8-0.9 of the device) would size its KV pool
+            # to most of it.  The bare `launch_server --model-path MODEL` gets
+            # the share vLLM on tpu takes by default; an explicit value is kept.
+            server_args.mem_fraction_static = HOST_MEM_FRACTION
+            logger.info("tpu: the device's memory is the host's RAM (XLA CPU plugin): --mem-fraction-static %s "
+                        "by default (set it, or --max-total-tokens, to choose)", HOST_MEM_FRACTION)
 
     def get_default_attention_backend(self) -> str:
         return ATTENTION_BACKEND
