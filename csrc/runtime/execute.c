@@ -456,6 +456,7 @@ tpu_status_t graph_flush(tpu_graph_t *g, tpu_rt_cut_t why) {
       desc = NULL;
       if (dump_dir()) dump_program_optimized(key, exec);
       tpu_cache_insert_tier(R.cache, key, exec, len, tier);
+      memory_release_evicted();
       st = run_program(dev, exec, key, why, g->inputs, g->ninputs, outs, nlive, alias, nchecks);
     } else if (getenv("TORCH_TPU_DUMP_ON_ERROR")) {
       fprintf(stderr, "%s\n", text);

@@ -153,6 +153,7 @@ static void drain(int dev) {
       if (--j->launches == 0) { /* its last launch ran: the memory tier owns the program now */
         if (j->exec && !j->st) {
           tpu_cache_insert_tier(R.cache, j->key, j->exec, j->len, j->tier);
+          memory_release_evicted();
           j->exec = NULL;
         }
         job_unlink_free(j);

@@ -3,6 +3,7 @@
  * host RAM and MemAvailable for the CPU plugin, which reports none), and the
  * limit an allocation is checked against before it reaches the plugin.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,6 +28,29 @@ void host_memory_cache_start(void) {
 void host_memory_trim(void) {
 #ifdef __GLIBC__
   if (host_cache_on) malloc_trim(0);
+#endif
+}
+
+/* A program the memory tier drops (its bounds: entries, bytes, memory maps)
+ * frees its code and XLA's structures into malloc's heap, which keeps the
+ * pages: holes below the heap's top are never returned, and with the host
+ * memory cache up to 512 MiB at the top is kept.  A process compiling new
+ * shapes for days grew by ~0.08 MB per evicted program, without bound
+ * (five-op fused programs, the map bound at 3000: RSS 392 -> 445 MB over 700
+ * programs, malloc's in-use bytes flat at ~140 MB).  Every TRIM_EVERY
+ * evictions the heap's free pages go back to the system (malloc_trim walks
+ * every arena, ~1 ms): 385 -> 402 MB over the same programs. */
+#define TRIM_EVERY 32
+
+void memory_release_evicted(void) {
+#ifdef __GLIBC__
+  static _Atomic int64_t trimmed_at;
+  tpu_cache_stats_t cs;
+  tpu_cache_get_stats(R.cache, &cs);
+  int64_t last = atomic_load(&trimmed_at);
+  if (cs.evictions - last >= TRIM_EVERY && atomic_compare_exchange_strong(&trimmed_at, &last, cs.evictions)) {
+    malloc_trim(0);
+  }
 #endif
 }
 

@@ -252,6 +252,8 @@ int scalars_used(void);
 tpu_status_t memory_check(int device, int64_t request, const char *what);
 void host_memory_cache_start(void);
 void host_memory_trim(void);
+/* After the memory tier dropped programs: the heap's free pages back to the system, now and then. */
+void memory_release_evicted(void);
 tpu_status_t check_started_device(int device);
 
 /* ---- metrics (metrics.c; its own lock, callable from any thread) ----------------------- */
