@@ -122,6 +122,23 @@ def test_a_cache_grown_with_grad_is_named_at_its_cat_with_no_grad_as_the_fix(tmp
 
 
 @strict_only
+def test_a_fallback_autograd_runs_in_backward_is_named_at_the_forward_line(tmp_path_factory):
+    """Issue 50 item 4: linalg.eig's gradient runs _linalg_solve_ex on the
+    CPU in backward, where no user frame is on the stack: the finding is at
+    the eig line, "in the backward of linalg_eig" (it had no line)."""
+    rep = _doctor("eig_backward", "strict", tmp_dir=str(tmp_path_factory.getbasetemp()))
+    report.validate(rep)
+    path, line = os.path.join(EXAMPLES, "eig_backward.py"), _marker_line("eig_backward", "eig")
+    by_op = {f["op"]: f for f in rep["findings"] if f["kind"] == "cpu_fallback"}
+    assert set(by_op) == {"aten::linalg_eig", "aten::_linalg_solve_ex"}, rep["findings"]
+    for f in rep["findings"]:
+        assert _same_file(f["file"], path) and f["line"] == line, f
+    assert "backward" not in by_op["aten::linalg_eig"]["title"]
+    bwd = by_op["aten::_linalg_solve_ex"]
+    assert bwd["title"].endswith("in the backward of linalg_eig") and bwd["count"] == STEPS, bwd
+
+
+@strict_only
 def test_recompile_findings_say_what_changed(tmp_path_factory):
     d = str(tmp_path_factory.getbasetemp())
     growing = next(f for f in _doctor("growing_seq", "strict", tmp_dir=d)["findings"] if f["kind"] == "recompile")

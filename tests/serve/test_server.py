@@ -230,6 +230,21 @@ def test_seeded_sampling(servers):
     assert complete(tpu, "The capital of France is", max_tokens=4).startswith(" Paris")
 
 
+@pytest.mark.parametrize("params", [
+    dict(presence_penalty=1.5, frequency_penalty=0.5, repetition_penalty=1.3),
+    dict(logit_bias={"13": 5.0, "28": -100.0}, min_tokens=6),
+    dict(min_p=0.2, top_k=20),
+], ids=["penalties", "logit_bias_min_tokens", "min_p"])
+def test_penalties_and_logits_processors_match_cpu(servers, params):
+    """Greedy answers under penalties and vLLM's logits processors (logit
+    bias, min tokens, min_p) -- run by vLLM's sampler on the host on tpu --
+    equal vLLM's CPU backend's token for token."""
+    tpu, cpu = servers
+    prompt = "One, two, three, four, five, six,"
+    got = complete(tpu, prompt, max_tokens=10, **params)
+    assert got == complete(cpu, prompt, max_tokens=10, **params)
+
+
 def test_client_that_disconnects_mid_stream_is_cancelled(servers):
     """A client that goes away mid-stream: the server aborts its request
     (no request left running well before its 480 tokens could have been

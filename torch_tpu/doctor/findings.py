@@ -5,6 +5,8 @@ Findings, each with the user's source line, its measured cost (seconds)
 and a fix, most costly first:
 
 - ``cpu_fallback``: an op that ran on the CPU (any count is one too many);
+  one autograd ran in backward is told at its forward op's line ("in the
+  backward of ...": the probe marks each forward call's autograd nodes);
 - ``recompile``: programs compiled after the warm-up, grouped by the
   engine's cause with its values taken out (a length growing by one per
   step is one group); the line is the one whose torch calls showed a new
@@ -141,10 +143,12 @@ def build(probe, metrics_end, argv, mode, wall_seconds, exit_kind, error, memory
     # -- CPU fallbacks: every one
     for (op, dtype, file, line), (count, seconds) in probe.fallbacks.items():
         short = op.split("::")[-1]
+        forward = probe.backward_of.get((op, dtype, file, line))
+        where = f" in the backward of {forward}" if forward else ""
         findings.append(_finding(
-            "cpu_fallback", f"{short} ran on the CPU ({dtype or 'no tensor'})", file, line, count, seconds,
+            "cpu_fallback", f"{short} ran on the CPU ({dtype or 'no tensor'}){where}", file, line, count, seconds,
             f"{op} has no tpu rule: each call copies its inputs to the host, runs on the CPU and copies back"
-            f" ({count} calls, {seconds:.3f} s)",
+            f" ({count} calls, {seconds:.3f} s){'; autograd runs it' + where if forward else ''}",
             f"replace {short} by ops that run on tpu, or move it out of the step (precompute it); "
             f"a tpu rule for {op} is the lasting fix (torch_tpu/ops, or a user kernel with torch_tpu.library)",
             op=op, dtype=dtype))

@@ -135,6 +135,27 @@ class _Signatures(TorchFunctionMode):
         return out
 
 
+# ---- backward: the forward op's source line ---------------------------------------
+
+_SITE = "torch_tpu_doctor_site"
+
+
+def _mark_backward_site(out, file, line, name):
+    """Marks the autograd nodes a forward call made with its source line
+    (node metadata lives as long as the node): what autograd runs for them
+    in backward is then told at that line."""
+    for t in (out if isinstance(out, (tuple, list)) else (out,)):
+        node = getattr(t, "grad_fn", None) if isinstance(t, torch.Tensor) else None
+        if node is not None and _SITE not in node.metadata:
+            node.metadata[_SITE] = (file, line, name)
+
+
+def _backward_site():
+    """(file, line, forward op) of the autograd node running now, or None."""
+    node = torch._C._current_autograd_node()
+    return node.metadata.get(_SITE) if node is not None else None
+
+
 # ---- host reads: wrapped entry points -----------------------------------------
 
 def _is_tpu(x):
@@ -203,6 +224,7 @@ class Probe:
         self.reads = {}                # (file, line, label) -> [kind, count, steady count, seconds, steady seconds]
         self.read_spans = []           # (start, end, label, file, line) inside the traced step
         self.fallbacks = {}            # (op, dtype, file, line) -> [count, seconds]
+        self.backward_of = {}          # a fallback key of an op autograd ran in backward -> the forward op
         self.lines = {}                # (file, line, torch function) -> LineCalls
         self.seq = 0
         self.stopped_by = None
@@ -384,6 +406,11 @@ class Probe:
                 dtype = str(a.dtype).replace("torch.", "")
                 break
         file, line = user_frame(3)
+        if file is None:  # run by autograd in backward: the forward op's line, which _call marked on its node
+            site = _backward_site()
+            if site is not None:
+                file, line, forward = site
+                self.backward_of[(name, dtype, file, line)] = forward
         k = (name, dtype, file, line)
         f = self.fallbacks.get(k)
         if f is None:
@@ -402,6 +429,7 @@ class Probe:
         file, line = user_frame(3)
         if file is None:
             return
+        _mark_backward_site(out, file, line, name)
         shapes, dtypes, numbers = [], [], []
         _describe(args, shapes, dtypes, numbers)
         if kwargs:
