@@ -39,7 +39,7 @@ void host_memory_trim(void) {
  * (five-op fused programs, the map bound at 3000: RSS 392 -> 445 MB over 700
  * programs, malloc's in-use bytes flat at ~140 MB).  Every TRIM_EVERY
  * evictions the heap's free pages go back to the system (malloc_trim walks
- * every arena, ~1 ms): 385 -> 402 MB over the same programs. */
+ * every arena, ~1 ms): 391 -> 410 MB over the same programs. */
 #define TRIM_EVERY 32
 
 void memory_release_evicted(void) {
