@@ -36,32 +36,13 @@ from sglang.srt.layers.radix_attention import AttentionType
 from sglang.srt.mem_cache.memory_pool import KVWriteLoc
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-from torch_tpu import _C
+from torch_tpu._serving import bucket, compile_count, cut  # noqa: F401 (step.py)
 from torch_tpu.vllm import ragged
 
 from .memory import TpuMHATokenToKVPool
 
 NAME = "tpu"
 logger = logging.getLogger(__name__)
-
-
-def _cut():
-    """Runs what is pending (fused mode): the attention is a program of its
-    own, so the layer programs around it are the same for every layer (as
-    in torch_tpu/vllm/attention.py)."""
-    if torch.tpu.get_eager_mode() == "fused":
-        _C.flush(_C.CUT_OTHER)
-
-
-def compile_count():
-    """Programs the engine compiled or loaded from its disk tier so far."""
-    m = torch.tpu.metrics()
-    return m["compile"]["count"] + m["disk_load"]["count"]
-
-
-def bucket(n):
-    """A step's token bucket T: n rounded up to a power of two."""
-    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 class TpuAttnMetadata:
@@ -150,14 +131,14 @@ class TpuAttnBackend(AttentionBackend):
         t = md.out_index.shape[0]
         n = q.shape[0] if q.dim() == 3 else q.numel() // (hq * d)
         query = q.reshape(n, hq, d)
-        _cut()
+        cut()
         if n < t:  # padded to the bucket: one program per T
             query = torch.cat([query, query.new_zeros(t - n, hq, d)])
         pool = self.token_to_kv_pool
         out = ragged.attention(query, pool.paged_kv(layer.layer_id), md.per, md.out_index, layer.scaling,
                                pool.dtype)
         out = out[:n].to(q.dtype).reshape(n, hq * d)
-        _cut()
+        cut()
         return out
 
     @staticmethod

@@ -35,9 +35,9 @@ from vllm.v1.attention.backend import (
 )
 from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
 
-from torch_tpu import _C
 
 from . import profile, ragged
+from .._serving import cut
 from .model_runner import MIN_TOKENS, bucket
 
 NAME = "CUSTOM"
@@ -45,12 +45,6 @@ NAME = "CUSTOM"
 # (host slot mapping, its device copy): every layer of a step gets the same
 # host tensor from vLLM; it goes to the device once.
 _slots = [None, None]
-
-
-def _cut():
-    """Runs what is pending (fused mode): attention is a program of its own."""
-    if torch.tpu.get_eager_mode() == "fused":
-        _C.flush(_C.CUT_OTHER)
 
 
 class TpuAttentionBackend(AttentionBackend):
@@ -205,10 +199,10 @@ class TpuAttentionImpl(AttentionImpl[TpuAttentionMetadata]):
         # Attention is a program of its own (either kernel): inside the
         # layer's program the host kernel's call made the layer slower
         # (decode step 177 -> 246 ms at T=8: XLA copies around the call)
-        _cut()
+        cut()
         with profile.phase("attention"):
             self._attend(query, kv_cache, attn_metadata, output)
-            _cut()
+            cut()
         return output
 
     def _attend(self, query, kv_cache, md, output):

@@ -29,6 +29,7 @@ from vllm.v1.utils import CpuGpuBuffer
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
 
+from .._serving import bucket, buckets, compile_count, cut  # noqa: F401 (worker.py, attention.py, tests)
 from . import profile, ragged
 
 logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
@@ -36,36 +37,6 @@ logger = logging.getLogger("vllm." + __name__)  # under vLLM's configured logger
 MIN_TOKENS = 1
 WARM_PREFIX = "_tpu_warmup_"
 WARMUP_BUDGET_S = "0"  # seconds of warm-up at most, by default (0: no limit; the shapes left compile when met)
-
-
-def bucket(n, lo, hi):
-    """n rounded up to a power of two, at least lo, at most hi."""
-    return min(max(int(lo), 1 << max(int(n) - 1, 0).bit_length()), int(hi))
-
-
-def buckets(lo, hi):
-    """(b, first n with bucket(n, lo, hi) == b) for every bucket."""
-    out, b, first = [], int(lo), 1
-    while b < hi:
-        out.append((b, first))
-        first, b = b + 1, b * 2
-    return out + [(int(hi), first)]
-
-
-def cut():
-    """Runs what is pending (fused mode), so a step's programs end where
-    their shapes change: the layers (T), the logits rows (T, R), the logits
-    (R), the greedy sampler (R)."""
-    if torch.tpu.get_eager_mode() == "fused":
-        from torch_tpu import _C
-
-        _C.flush(_C.CUT_OTHER)
-
-
-def compile_count():
-    """Programs compiled or loaded from the disk tier so far."""
-    m = torch.tpu.metrics()
-    return m["compile"]["count"] + m["disk_load"]["count"]
 
 
 class TpuModelRunner(GPUModelRunner):
